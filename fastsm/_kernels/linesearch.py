@@ -1,0 +1,48 @@
+"""Armijo backtracking, as scalar decisions shared by every batched solver.
+
+The batched optimisers evaluate all points that are still searching at once,
+then ask these helpers, per point, whether the trial is accepted and, if not,
+which step to try next.  Minimising variant for TGP, maximising for KLIEP.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fastsm.config import kernel
+
+#: Sufficient-decrease constant of the Armijo condition.
+ARMIJO_C1 = 1e-4
+
+
+@kernel()
+def armijo_accept_min(f0, f_trial, t, slope):
+    """``f(x + t p) <= f(x) + c1 t g^T p`` (``slope = g^T p < 0``); NaN rejects."""
+    return np.isfinite(f_trial) and f_trial <= f0 + ARMIJO_C1 * t * slope
+
+
+@kernel()
+def armijo_accept_max(f0, f_trial, t, slope):
+    """Maximising variant: ``f(x + t p) >= f(x) + c1 t g^T p`` (``slope > 0``)."""
+    return np.isfinite(f_trial) and f_trial >= f0 + ARMIJO_C1 * t * slope
+
+
+@kernel()
+def backtrack(f0, f_trial, t, slope):
+    """Next trial step after a rejection: safeguarded quadratic interpolation.
+
+    The minimiser of the quadratic through ``f0``, ``slope`` and ``f_trial``,
+    clipped to ``[0.1 t, 0.5 t]``; ``0.1 t`` when ``f_trial`` is not finite.
+    Works for both variants (pass ``-f`` and ``-slope`` to maximise).
+    """
+    if not np.isfinite(f_trial):
+        return 0.1 * t
+    denom = 2.0 * (f_trial - f0 - slope * t)
+    if denom <= 0.0:
+        return 0.5 * t
+    t_new = -slope * t * t / denom
+    if t_new < 0.1 * t:
+        return 0.1 * t
+    if t_new > 0.5 * t:
+        return 0.5 * t
+    return t_new

@@ -1,0 +1,251 @@
+"""TGP prediction objectives: value and gradient per test point (MATH §3).
+
+Per evaluation only ``K_Y^-1 k_y`` and one second product (``K_XY^-1 k_y``
+for SMTGP, ``C k_y`` with ``C = K_Y^-1 K_X K_Y^-1`` for IKLTGP) depend on
+``y``.  :func:`evaluate_rows` computes them for a whole batch of points with
+two GEMMs (BLAS-3); everything else per point is O(N·dy).
+
+Per-point fixed data (depends on ``x`` only), one row per point in ``F``:
+
+========  =====================  =========================================
+method    ``F`` row              scalars
+========  =====================  =========================================
+KL        ``u_x = K_X^-1 k_x``   ``eta_x``
+IKL       ``v_x = K_Y^-1 k_x``   ``eta_x``
+SM        ``w_x = K_XY^-1 k_x``  ``eta_x``, ``xwx = k_x^T w_x``
+SM_CUBIC  ``k_x``                ``eta_x`` (``M2 = K_X^-1``)
+========  =====================  =========================================
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import prange
+
+from fastsm._kernels.rank_one import bordered_inverse
+from fastsm._kernels.rbf import contract_jacobian
+from fastsm.config import kernel
+
+KL = 0
+IKL = 1
+SM = 2
+SM_CUBIC = 3
+
+
+@kernel()
+def _dot(a, b, n, off):
+    s = 0.0
+    for j in range(n):
+        s += a[j] * b[off + j]
+    return s
+
+
+@kernel()
+def point_value_grad(method, y, Z, k, P1, P2, F, eta_x, xwx, gamma, kyy, kxx, alpha, beta, floor, grad):
+    """Objective and gradient of one test point from its precomputed products.
+
+    ``P1 = K_Y^-1 k_y``; ``P2`` is ``C k_y`` (IKL) or ``K_XY^-1 k_y`` (SM).
+    Returns ``(value, eta_y, eta_xy, floor_hits)``; ``grad`` is filled.
+    ``eta_xy`` is NaN for KL and IKL.
+    """
+    n = Z.shape[0]
+    hits = 0
+    eta_y = kyy - _dot(k, P1, n, 0)
+    if not eta_y > floor:
+        eta_y = floor
+        hits += 1
+    kF = _dot(k, F, n, 0)
+    eta_xy = np.nan
+    if method == KL:
+        # [SM] Eq. 5; gradient -2 (u_x - eta_x/eta_y u_y)^T J (MATH §3, Eq. 6 corrected)
+        value = kyy - 2.0 * kF - eta_x * np.log(eta_y)
+        contract_jacobian(y, Z, k, gamma, -2.0, F, 2.0 * eta_x / eta_y, P1, 0.0, P1, False, grad)
+    elif method == IKL:
+        # [SM] Eq. 7/8 with v_x = K_Y^-1 k_x and C k_y precomputed
+        kP2 = _dot(k, P2, n, 0)
+        ly = np.log(eta_y) - np.log(eta_x)
+        value = -2.0 * kF + kP2 + eta_y * ly
+        contract_jacobian(y, Z, k, gamma, -2.0, F, -2.0 * (ly + 1.0), P1, 2.0, P2, True, grad)
+    else:
+        # [SM] Eq. 16/17 in log space: s = a log eta_y - log eta_xy
+        a = alpha
+        kP2 = _dot(k, P2, n, 0)
+        q = (1.0 - a) * (1.0 - a) * xwx + 2.0 * a * (1.0 - a) * kF + a * a * kP2
+        eta_xy = (1.0 - a) * kxx + a * kyy - q
+        if not eta_xy > floor:
+            eta_xy = floor
+            hits += 1
+        s = a * np.log(eta_y) - np.log(eta_xy)
+        if beta == 1.0:
+            value = -s / (2.0 * (1.0 - a))
+            dlds = -1.0 / (2.0 * (1.0 - a))
+        else:
+            c = (1.0 - beta) / (2.0 * (1.0 - a))
+            value = np.exp(c * s) / (beta - 1.0)
+            dlds = c * value
+        contract_jacobian(
+            y, Z, k, gamma,
+            dlds * 2.0 * a * (1.0 - a) / eta_xy, F,
+            dlds * (-2.0 * a / eta_y), P1,
+            dlds * 2.0 * a * a / eta_xy, P2, True, grad,
+        )
+    return value, eta_y, eta_xy, hits
+
+
+@kernel()
+def sm_cubic_point(ky, kx, Kyinv, Kxinv, logdet_y, logdet_x, kyy, kxx, alpha):
+    """SM divergence ``D(p_X : p_Y)`` by the Nielsen–Nock form, O(N^3).
+
+    ``[SM] Eq. 9`` with the inverse restored (MATH §3)::
+
+        rho = (|Sp|^a |Sq|^(1-a) |a Sp^-1 + (1-a) Sq^-1|)^(-1/2)
+
+    with ``Sp = K_{X∪x}``, ``Sq = K_{Y∪y}``.  Returns the full divergence
+    ``(log rho^2, A[:, N], eta_y)`` with ``A = Sq^-1 - Sq^-1 M^-1 Sq^-1``, from
+    which the caller forms the value (constants kept) and gradient.  Reference only: the
+    quadratic form (Eq. 16) has the same argmin at O(N^2) per evaluation.
+    """
+    a = alpha
+    n = Kyinv.shape[0]
+    Sp_inv, eta_x = bordered_inverse(Kxinv, kx, kxx)
+    Sq_inv, eta_y = bordered_inverse(Kyinv, ky, kyy)
+    M = a * Sp_inv + (1.0 - a) * Sq_inv
+    L = np.linalg.cholesky(M)
+    logdet_m = 0.0
+    for i in range(n + 1):
+        logdet_m += 2.0 * np.log(L[i, i])
+    log_rho2 = -(a * (logdet_x + np.log(eta_x)) + (1.0 - a) * (logdet_y + np.log(eta_y)) + logdet_m)
+    # d log rho^2 / dy = -2 (1-a) A[:N, N]^T J, A = Sq^-1 - Sq^-1 M^-1 Sq^-1
+    e = np.ascontiguousarray(Sq_inv[:, n])
+    z = np.linalg.solve(M, e)
+    col = e - Sq_inv @ z
+    return log_rho2, col, eta_y
+
+
+@kernel()
+def row_block(m):
+    """Rows per block of the blocked GEMMs: a function of ``m`` only.
+
+    Never of the thread count, so results are bitwise independent of it.
+    """
+    if m >= 2048:
+        return 256
+    if m >= 512:
+        return 128
+    return 64
+
+
+@kernel()
+def _fill_cross(A, Z, gamma, K, r0, r1):
+    n, d = Z.shape
+    for r in range(r0, r1):
+        for j in range(n):
+            s = 0.0
+            for c in range(d):
+                t = A[r, c] - Z[j, c]
+                s += t * t
+            K[r, j] = np.exp(-gamma * s)
+
+
+@kernel(parallel=True)
+def blocked_gemm(A, M, out):
+    """``out = A @ M`` by fixed row blocks, one single-threaded DGEMM each.
+
+    One thread pool (Numba's) does all the work: no contention with BLAS's
+    own threads, which the callers limit to one.
+    """
+    m = A.shape[0]
+    bs = row_block(m)
+    nb = (m + bs - 1) // bs
+    for b in prange(nb):
+        r0 = b * bs
+        r1 = min(m, r0 + bs)
+        out[r0:r1] = np.dot(A[r0:r1], M)
+
+
+@kernel(parallel=True)
+def evaluate_rows(method, idx, Yt, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F, eta_x, xwx,
+                  logdet_y, logdet_x, Kbuf, value, grad, eta_y, eta_xy, hits):
+    """Evaluate objective and gradient at ``Yt[r]`` for points ``idx[r]``.
+
+    Row ``r`` of the outputs belongs to trial point ``Yt[r]`` of test point
+    ``idx[r]`` (whose fixed data is row ``idx[r]`` of ``F``/``eta_x``/``xwx``).
+    ``M1``/``M2`` are the method's precomputed ``N×N`` matrices.  One
+    parallel loop over fixed row blocks: kernel rows, then the block's two
+    DGEMMs (BLAS-3), then the O(N·dy) per-point work.
+    """
+    m = idx.shape[0]
+    bs = row_block(m)
+    nb = (m + bs - 1) // bs
+    for b in prange(nb):
+        r0 = b * bs
+        r1 = min(m, r0 + bs)
+        _fill_cross(Yt, Z, gamma, Kbuf, r0, r1)
+        K = Kbuf[r0:r1]
+        if method == SM_CUBIC:
+            for r in range(r0, r1):
+                p = idx[r]
+                v, ey = _cubic_value_grad(Yt[r], Z, Kbuf[r], F[p], M1, M2, logdet_y, logdet_x,
+                                          kyy, kxx, alpha, beta, gamma, grad[r])
+                value[r] = v
+                eta_y[r] = ey
+                eta_xy[r] = np.nan
+                hits[r] = 0
+            continue
+        P1 = np.dot(K, M1)
+        if method == KL:
+            P2 = P1
+        else:
+            P2 = np.dot(K, M2)
+        for r in range(r0, r1):
+            p = idx[r]
+            v, ey, exy, h = point_value_grad(method, Yt[r], Z, Kbuf[r], P1[r - r0], P2[r - r0], F[p],
+                                             eta_x[p], xwx[p], gamma, kyy, kxx, alpha, beta, floor, grad[r])
+            value[r] = v
+            eta_y[r] = ey
+            eta_xy[r] = exy
+            hits[r] = h
+
+
+@kernel()
+def _cubic_value_grad(y, Z, ky, kx, Kyinv, Kxinv, logdet_y, logdet_x, kyy, kxx, alpha, beta, gamma, grad):
+    log_rho2, col, eta_y = sm_cubic_point(ky, kx, Kyinv, Kxinv, logdet_y, logdet_x, kyy, kxx, alpha)
+    a = alpha
+    n = Z.shape[0]
+    if beta == 1.0:
+        value = -log_rho2 / (2.0 * (1.0 - a))
+        dl = -1.0 / (2.0 * (1.0 - a))
+    else:
+        c = (1.0 - beta) / (2.0 * (1.0 - a))
+        value = (np.exp(c * log_rho2) - 1.0) / (beta - 1.0)
+        dl = c * np.exp(c * log_rho2) / (beta - 1.0)
+    coef = dl * (-2.0 * (1.0 - a))
+    contract_jacobian(y, Z, ky, gamma, coef, col[:n], 0.0, col[:n], 0.0, col[:n], False, grad)
+    return value, eta_y
+
+
+@kernel(parallel=True)
+def log_certainty_rows(Yt, Z, gamma, kyy, kxx, alpha, floor, Kyinv, Kxyinv, W, eta_x, xwx, Kbuf, out):
+    """``log phi_a = (1-a) log eta_x + a log eta_y - log eta_xy`` ([SM] §4.2)."""
+    m = Yt.shape[0]
+    n = Z.shape[0]
+    a = alpha
+    bs = row_block(m)
+    nb = (m + bs - 1) // bs
+    for b in prange(nb):
+        r0 = b * bs
+        r1 = min(m, r0 + bs)
+        _fill_cross(Yt, Z, gamma, Kbuf, r0, r1)
+        K = Kbuf[r0:r1]
+        P1 = np.dot(K, Kyinv)
+        P2 = np.dot(K, Kxyinv)
+        for r in range(r0, r1):
+            ey = kyy - _dot(Kbuf[r], P1[r - r0], n, 0)
+            if not ey > floor:
+                ey = floor
+            q = (1.0 - a) * (1.0 - a) * xwx[r] + 2.0 * a * (1.0 - a) * _dot(Kbuf[r], W[r], n, 0) \
+                + a * a * _dot(Kbuf[r], P2[r - r0], n, 0)
+            exy = (1.0 - a) * kxx + a * kyy - q
+            if not exy > floor:
+                exy = floor
+            out[r] = (1.0 - a) * np.log(eta_x[r]) + a * np.log(ey) - np.log(exy)

@@ -1,0 +1,78 @@
+"""Bordered (rank-one) inverse updates and Schur complements ([SM] App. 1).
+
+For ``K_new = [[K, k], [k^T, kzz]]`` with ``B = K^-1``::
+
+    u = B k,  eta = kzz - k^T u
+    K_new^-1 = [[B + u u^T / eta, -u / eta], [-u^T / eta, 1 / eta]]   (Eq. 25)
+
+and ``|K_new| = eta |K|`` (Eq. 20).  The downdate removes row/column ``i``:
+``B_{-i,-i} - B_{-i,i} B_{i,-i} / B_ii``.  Both cost O(N^2).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import prange
+
+from fastsm.config import kernel
+
+
+@kernel()
+def bordered_inverse(Kinv, k, kzz):
+    """Inverse of the bordered matrix and its Schur complement ``eta``.
+
+    Returns ``(Kinv_new, eta)``; ``Kinv_new`` is ``(N+1)×(N+1)``.
+    """
+    n = Kinv.shape[0]
+    u = Kinv @ k
+    eta = kzz - np.dot(k, u)
+    out = np.empty((n + 1, n + 1))
+    inv_eta = 1.0 / eta
+    for i in range(n):
+        for j in range(n):
+            out[i, j] = Kinv[i, j] + u[i] * u[j] * inv_eta
+        out[i, n] = -u[i] * inv_eta
+        out[n, i] = -u[i] * inv_eta
+    out[n, n] = inv_eta
+    return out, eta
+
+
+@kernel()
+def downdate_inverse(Kinv, i):
+    """Inverse of ``K`` with row and column ``i`` removed, from ``K^-1``."""
+    n = Kinv.shape[0]
+    out = np.empty((n - 1, n - 1))
+    bii = Kinv[i, i]
+    r = 0
+    for a in range(n):
+        if a == i:
+            continue
+        c = 0
+        for b in range(n):
+            if b == i:
+                continue
+            out[r, c] = Kinv[a, b] - Kinv[a, i] * Kinv[i, b] / bii
+            c += 1
+        r += 1
+    return out
+
+
+@kernel(parallel=True)
+def schur_rows(Krows, Urows, kzz, floor, eta):
+    """``eta_p = kzz - k_p . u_p`` for each row ``p``, floored; returns hits.
+
+    ``Krows`` holds kernel columns one per row and ``Urows`` the matching
+    ``K^-1 k`` rows.
+    """
+    m, n = Krows.shape
+    hits = np.zeros(m, dtype=np.int64)
+    for p in prange(m):
+        s = 0.0
+        for j in range(n):
+            s += Krows[p, j] * Urows[p, j]
+        e = kzz - s
+        if not e > floor:
+            e = floor
+            hits[p] = 1
+        eta[p] = e
+    return hits.sum()
