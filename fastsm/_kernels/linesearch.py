@@ -21,6 +21,28 @@ def armijo_accept_min(f0, f_trial, t, slope):
     return np.isfinite(f_trial) and f_trial <= f0 + ARMIJO_C1 * t * slope
 
 
+#: Relative objective noise tolerated by the approximate Wolfe test.
+APPROX_WOLFE_EPS = 1e-8
+
+
+@kernel()
+def approx_wolfe_accept_min(f0, f_trial, slope0, slope_trial):
+    """Hager & Zhang's approximate Wolfe test (CG_DESCENT, 2005).
+
+    Accepts when ``f`` rose by at most ``eps |f0|`` (rounding noise) and the
+    directional derivative at the trial lies in ``[0.9 slope0, -0.8 slope0]``:
+    the step went down far enough without overshooting.  Needed where the
+    objective's rounding noise (~1e-8 relative for IKLTGP with lambda = 1e-4)
+    exceeds the decrease Armijo asks for near the minimum, while the
+    gradient is still accurate.
+    """
+    return (
+        np.isfinite(f_trial)
+        and f_trial <= f0 + APPROX_WOLFE_EPS * abs(f0)
+        and 0.9 * slope0 <= slope_trial <= -0.8 * slope0
+    )
+
+
 @kernel()
 def armijo_accept_max(f0, f_trial, t, slope):
     """Maximising variant: ``f(x + t p) >= f(x) + c1 t g^T p`` (``slope > 0``)."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from fastsm._kernels.linesearch import armijo_accept_min, backtrack
+from fastsm._kernels.linesearch import approx_wolfe_accept_min, armijo_accept_min, backtrack
 from fastsm._kernels.objectives import evaluate_rows
 from fastsm.config import kernel
 
@@ -148,7 +148,11 @@ def minimize_batch(method, Y0, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F
                 p = ls[r]
                 n_eval[p] += 1
                 hits[p] += ht[r]
-                if armijo_accept_min(f[p], ft[r], t[p], slope[p]):
+                slope_t = 0.0
+                for c in range(d):
+                    slope_t += Gt[r, c] * P[p, c]
+                if armijo_accept_min(f[p], ft[r], t[p], slope[p]) or approx_wolfe_accept_min(
+                        f[p], ft[r], slope[p], slope_t):
                     searching[p] = False
                     _accept(p, r, Y, f, G, H, HY, h_scaled, t, Yt, ft, Gt, gd_len, n_iter, converged,
                             active, xtol, use_bfgs)
@@ -222,6 +226,8 @@ def _accept(p, r, Y, f, G, H, HY, h_scaled, t, Yt, ft, Gt, gd_len, n_iter, conve
     gmax = 0.0
     for c in range(d):
         gmax = max(gmax, abs(G[p, c]))
-    if step_inf <= xtol or gmax == 0.0:
+    # a small step is evidence of convergence only if it was a full step; a
+    # step shrunk by backtracking says nothing about the distance to the minimum
+    if (t[p] == 1.0 and step_inf <= xtol) or gmax == 0.0:
         converged[p] = True
         active[p] = False

@@ -1,0 +1,8 @@
+"""Plain NumPy/SciPy twins of fastsm's public functions (same signatures).
+
+They are the baseline fastsm must beat and an independent check of it.
+"""
+
+from fastsm.reference import tgp
+
+__all__ = ["tgp"]
