@@ -24,6 +24,7 @@ def bordered_inverse(Kinv, k, kzz):
     Returns ``(Kinv_new, eta)``; ``Kinv_new`` is ``(N+1)×(N+1)``.
     """
     n = Kinv.shape[0]
+    k = np.ascontiguousarray(k)
     u = Kinv @ k
     eta = kzz - np.dot(k, u)
     out = np.empty((n + 1, n + 1))

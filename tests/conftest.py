@@ -1,0 +1,20 @@
+import numpy as np
+import pytest
+
+from fastsm import datasets, tgp
+
+
+def problem(dy, n_train=60, n_test=8, seed=0, lam=1e-3, alpha=0.7, beta=1.5):
+    """A small well-conditioned problem with dy outputs."""
+    if dy == 1:
+        Xtr, Xte, Ytr, Yte = datasets.toy1(seed, n_train=n_train, n_test=n_test)
+        p = tgp.TGPParams(gamma_x=0.2, gamma_y=20.0, lambda_x=lam, lambda_y=lam, alpha=alpha, beta=beta)
+    else:
+        Xtr, Xte, Ytr, Yte = datasets.random_structured(seed, n_train=n_train, n_test=n_test, dx=4, dy=dy)
+        p = tgp.TGPParams(gamma_x=0.3, gamma_y=1.0 / dy, lambda_x=lam, lambda_y=lam, alpha=alpha, beta=beta)
+    return Xtr, Xte, Ytr, Yte, p
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(1234)

@@ -1,0 +1,74 @@
+"""Numba kernels against plain NumPy/SciPy and dense references."""
+
+import numpy as np
+import pytest
+from scipy.spatial.distance import cdist
+
+from fastsm._kernels.rank_one import bordered_inverse, downdate_inverse, schur_rows
+from fastsm._kernels.rbf import contract_jacobian, rbf_cross, rbf_gram, rbf_jacobian
+from tests.naive import fd_gradient, rbf
+
+
+def test_rbf_gram_and_cross(rng):
+    Z = rng.normal(size=(30, 3))
+    A = rng.normal(size=(7, 3))
+    K = rbf_gram(Z, 0.7, 1e-3)
+    np.testing.assert_allclose(K, np.exp(-0.7 * cdist(Z, Z, "sqeuclidean")) + 1e-3 * np.eye(30), rtol=1e-13)
+    out = np.empty((7, 30))
+    rbf_cross(A, Z, 0.7, out)
+    np.testing.assert_allclose(out, rbf(A, Z, 0.7), rtol=1e-13)
+
+
+@pytest.mark.parametrize("dy", [1, 3, 16])
+def test_jacobian_matches_finite_differences(rng, dy):
+    Z = rng.normal(size=(25, dy))
+    y = rng.normal(size=dy) * 0.3
+    gamma = 0.5 / dy
+    k = rbf(y[None], Z, gamma)[0]
+    J = rbf_jacobian(y, Z, k, gamma)
+    for i in range(0, 25, 6):
+        fd = fd_gradient(lambda v, i=i: rbf(v[None], Z, gamma)[0, i], y, 1e-6)
+        np.testing.assert_allclose(J[i], fd, rtol=1e-7, atol=1e-10)
+
+
+def test_contract_jacobian_equals_explicit_product(rng):
+    Z = rng.normal(size=(40, 5))
+    y = rng.normal(size=5)
+    k = rbf(y[None], Z, 0.3)[0]
+    v1, v2, v3 = rng.normal(size=(3, 40))
+    g = np.empty(5)
+    contract_jacobian(y, Z, k, 0.3, 0.5, v1, -2.0, v2, 3.0, v3, True, g)
+    J = rbf_jacobian(y, Z, k, 0.3)
+    np.testing.assert_allclose(g, (0.5 * v1 - 2.0 * v2 + 3.0 * v3) @ J, rtol=1e-12, atol=1e-14)
+
+
+def test_bordered_inverse_matches_dense(rng):
+    Z = rng.normal(size=(20, 2))
+    z = rng.normal(size=2)
+    K = rbf(Z, Z, 0.5) + 1e-2 * np.eye(20)
+    k = rbf(z[None], Z, 0.5)[0]
+    big_inv, eta = bordered_inverse(np.linalg.inv(K), k, 1.0 + 1e-2)
+    A = np.vstack([Z, z])
+    Kbig = rbf(A, A, 0.5) + 1e-2 * np.eye(21)
+    np.testing.assert_allclose(big_inv, np.linalg.inv(Kbig), rtol=1e-8, atol=1e-8)
+    # |K_{Z∪z}| = eta |K| ([SM] Eq. 20)
+    np.testing.assert_allclose(np.log(eta), np.linalg.slogdet(Kbig)[1] - np.linalg.slogdet(K)[1], rtol=1e-10)
+
+
+def test_downdate_inverse_matches_dense(rng):
+    Z = rng.normal(size=(15, 2))
+    K = rbf(Z, Z, 0.5) + 1e-2 * np.eye(15)
+    for i in (0, 7, 14):
+        keep = np.delete(np.arange(15), i)
+        np.testing.assert_allclose(downdate_inverse(np.linalg.inv(K), i), np.linalg.inv(K[np.ix_(keep, keep)]),
+                                   rtol=1e-9, atol=1e-9)
+
+
+def test_schur_rows_floor_counts_hits():
+    K = np.array([[1.0, 0.5], [0.5, 1.0]])
+    U = np.array([[1.0, 0.5], [0.0, 0.0]])
+    eta = np.empty(2)
+    hits = schur_rows(K, U, 1.0, 1e-14, eta)
+    # row 0: 1 - 1.25 < 0 -> floored; row 1: 1 - 0 = 1
+    assert hits == 1
+    np.testing.assert_array_equal(eta, [1e-14, 1.0])
