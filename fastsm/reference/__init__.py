@@ -3,6 +3,6 @@
 They are the baseline fastsm must beat and an independent check of it.
 """
 
-from fastsm.reference import tgp
+from fastsm.reference import divergences, tgp
 
-__all__ = ["tgp"]
+__all__ = ["tgp", "divergences"]
