@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from collections.abc import Iterator
 
 import numba
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
+
+
+@functools.lru_cache(maxsize=1)
+def _controller() -> ThreadpoolController:
+    # scanning the loaded libraries costs ~1 ms; do it once (libraries loaded
+    # later, e.g. by an import after the first call, are picked up by the
+    # next process only -- BLAS is loaded by numpy/scipy before any call here)
+    return ThreadpoolController()
 
 
 def resolve_threads(threads: int | None) -> int:
@@ -35,7 +44,7 @@ def thread_limits(threads: int | None, *, blas: str = "single") -> Iterator[int]
     previous = numba.get_num_threads()
     numba.set_num_threads(n)
     try:
-        with threadpool_limits(limits=1 if blas == "single" else n, user_api="blas"):
+        with _controller().limit(limits=1 if blas == "single" else n, user_api="blas"):
             yield n
     finally:
         numba.set_num_threads(previous)

@@ -1,0 +1,77 @@
+"""asv benchmarks of the batched TGP objective and prediction.
+
+``setup`` warms the JIT (asv runs ``setup_cache`` in another process, so the
+warm-up must happen here); ``track_*`` report quality figures (GFLOP/s,
+fraction of the machine's DGEMM rate) rather than times.
+"""
+
+from fastsm import bench, tgp
+
+
+class BatchedObjective:
+    params = [250, 1000, 2000]
+    param_names = ["N"]
+    timeout = 300
+
+    def setup(self, n):
+        self.model, self.X, self.Y = bench.make_problem(n)
+        self.ev = bench.BatchedObjective(self.model, self.X, self.Y)
+        self.ev()
+
+    def time_sm_objective_B_eq_N(self, n):
+        self.ev()
+
+    def track_gflops(self, n):
+        return self.ev.flops / bench.best_of(self.ev, 3) / 1e9
+
+    track_gflops.unit = "GFLOP/s"
+
+    def track_fraction_of_dgemm(self, n):
+        return self.track_gflops(n) / bench.dgemm_gflops(n, n, None)
+
+    track_fraction_of_dgemm.unit = "ratio"
+
+
+class Predict:
+    params = [250, 1000]
+    param_names = ["N"]
+    timeout = 300
+
+    def setup(self, n):
+        self.model, self.X, _ = bench.make_problem(n, n_test=256)
+        self.Y0 = tgp.predict(self.model, self.X, method="kl").y
+
+    def time_predict_sm_256_points(self, n):
+        tgp.predict(self.model, self.X, method="sm", init=self.Y0)
+
+
+class Divergences:
+    params = [200, 1000]
+    param_names = ["d"]
+
+    def setup(self, d):
+        import numpy as np
+
+        rng = np.random.default_rng(0)
+        A, B = rng.normal(size=(2, d, d))
+        self.args = (np.zeros(d), A @ A.T / d + np.eye(d), np.full(d, 0.1), B @ B.T / d + np.eye(d))
+        from fastsm import divergences
+
+        self.div = divergences
+        self.div.sm(*self.args, 0.5, 0.5)
+        self.div.sm(*self.args, 0.5, 0.5, form="nielsen")
+
+    def time_sm_lemma_3_1(self, d):
+        self.div.sm(*self.args, 0.5, 0.5)
+
+    def time_sm_nielsen(self, d):
+        self.div.sm(*self.args, 0.5, 0.5, form="nielsen")
+
+
+def timeraw_import_and_first_predict():
+    """Cold first-call latency (import + cache load or compile)."""
+    return """
+from fastsm import datasets, tgp
+Xtr, Xte, Ytr, _ = datasets.toy1(n_train=100, n_test=10)
+tgp.predict(tgp.fit(Xtr, Ytr), Xte)
+"""

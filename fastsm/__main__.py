@@ -1,0 +1,31 @@
+"""Command line: ``python -m fastsm demo`` and ``python -m fastsm bench``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m fastsm", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    demo = sub.add_parser("demo", help="KLTGP, IKLTGP and SMTGP on Toy 1 and Toy 2 ([SM] Table 2)")
+    demo.add_argument("--threads", type=int, default=None)
+    demo.add_argument("--seed", type=int, default=0)
+    bench = sub.add_parser("bench", help="batched-objective GFLOP/s and speed-up table (benchmarks/tgp_speed.py)")
+    bench.add_argument("--sizes", type=int, nargs="+", default=[250, 1000])
+    bench.add_argument("--threads", type=int, default=None)
+    args = parser.parse_args(argv)
+    if args.command == "demo":
+        from fastsm.demo import format_table, run
+
+        print("fastsm demo: [SM] Table 2 on Toy 1 and Toy 2 (mean absolute error; paper's value beside ours)")
+        print(format_table(run(threads=args.threads, seed=args.seed)))
+        return 0
+    from fastsm.bench import main as bench_main
+
+    return bench_main(sizes=args.sizes, threads=args.threads)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
