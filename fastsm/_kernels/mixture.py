@@ -1,0 +1,259 @@
+"""Component-pair divergences and mixture log-densities (MATH §7).
+
+Everything works from per-component Cholesky factors and log-determinants,
+computed once per component, never from explicit inverses.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import prange
+
+from fastsm._kernels.gaussian import forward_solve, log_rho_pair
+from fastsm.config import kernel
+
+LOG_2PI = np.log(2.0 * np.pi)
+
+
+@kernel(parallel=True)
+def kl_pairs(MF, LF, ldF, MG, LG, ldG, I, J, out):
+    """``out[p] = KL(f_I[p] || g_J[p])`` from Cholesky factors (MATH §4).
+
+    ``1/2 [||L_g^-1 L_f||_F^2 + ||L_g^-1 (mu_f - mu_g)||^2 - d + log|S_g| - log|S_f|]``
+    """
+    d = MF.shape[1]
+    for p in prange(I.shape[0]):
+        i = I[p]
+        j = J[p]
+        b = np.empty(d)
+        x = np.empty(d)
+        tr = 0.0
+        for c in range(d):
+            for r in range(d):
+                b[r] = LF[i, r, c]
+            forward_solve(LG[j], b, x)
+            for r in range(c, d):
+                tr += x[r] * x[r]
+        for r in range(d):
+            b[r] = MF[i, r] - MG[j, r]
+        forward_solve(LG[j], b, x)
+        m2 = 0.0
+        for r in range(d):
+            m2 += x[r] * x[r]
+        out[p] = 0.5 * (tr + m2 - d + ldG[j] - ldF[i])
+
+
+@kernel(parallel=True)
+def log_rho_pairs(MF, SF, MG, SG, a, I, J, out, status):
+    """``out[p] = log ∫ f_I[p]^a g_J[p]^(1-a)``."""
+    for p in prange(I.shape[0]):
+        s, v = log_rho_pair(MF[I[p]], SF[I[p]], MG[J[p]], SG[J[p]], a, 0)
+        out[p] = v
+        status[p] = s
+
+
+WE = 0
+MB = 1
+MBS = 2
+VAR = 3
+
+
+@kernel(parallel=True)
+def aggregate(method, C, wa, offa, wb, offb, Cself, offself, out):
+    """Mixture measures from component divergences, one mixture pair per iteration.
+
+    ``C[i, j] = D(f_i || g_j)`` over all components of all mixtures (rows: A,
+    columns: B); ``Cself`` packs the within-mixture blocks ``D(f_i || f_i')``
+    of A (needed by VAR) at offsets ``offself``.
+    """
+    na = offa.shape[0] - 1
+    nb = offb.shape[0] - 1
+    for p in prange(na * nb):
+        a = p // nb
+        b = p % nb
+        total = 0.0
+        ka = offa[a + 1] - offa[a]
+        for ii in range(ka):
+            i = offa[a] + ii
+            if method == WE:
+                s = 0.0
+                for j in range(offb[b], offb[b + 1]):
+                    s += wb[j] * C[i, j]
+                total += wa[i] * s
+            elif method == MB or method == MBS:
+                best = np.inf
+                arg = offb[b]
+                for j in range(offb[b], offb[b + 1]):
+                    v = C[i, j] - np.log(wb[j]) if method == MB else C[i, j]
+                    if v < best:
+                        best = v
+                        arg = j
+                if method == MB:
+                    total += wa[i] * (C[i, arg] + np.log(wa[i] / wb[arg]))
+                else:
+                    total += wa[i] * best
+            else:
+                # Hershey & Olsen: log sum_i' w_i' e^-D(f_i||f_i') - log sum_j w_j e^-D(f_i||g_j)
+                m1 = np.inf
+                for jj in range(ka):
+                    m1 = min(m1, Cself[offself[a] + ii * ka + jj])
+                s1 = 0.0
+                for jj in range(ka):
+                    s1 += wa[offa[a] + jj] * np.exp(-(Cself[offself[a] + ii * ka + jj] - m1))
+                m2 = np.inf
+                for j in range(offb[b], offb[b + 1]):
+                    m2 = min(m2, C[i, j])
+                s2 = 0.0
+                for j in range(offb[b], offb[b + 1]):
+                    s2 += wb[j] * np.exp(-(C[i, j] - m2))
+                total += wa[i] * ((np.log(s1) - m1) - (np.log(s2) - m2))
+        out[a, b] = total
+
+
+@kernel(parallel=True)
+def mixtures_logpdf(X, W, M, L, ld, off, out):
+    """``out[n, b] = log g_b(x_n)`` for every point and every mixture ``b`` (packed at ``off``)."""
+    N, d = X.shape
+    nb = off.shape[0] - 1
+    for p in prange(N * nb):
+        n = p // nb
+        g = p % nb
+        k0 = off[g]
+        K = off[g + 1] - k0
+        b = np.empty(d)
+        z = np.empty(d)
+        lp = np.empty(K)
+        best = -np.inf
+        for kk in range(K):
+            k = k0 + kk
+            for r in range(d):
+                b[r] = X[n, r] - M[k, r]
+            forward_solve(L[k], b, z)
+            q = 0.0
+            for r in range(d):
+                q += z[r] * z[r]
+            v = np.log(W[k]) - 0.5 * (d * LOG_2PI + ld[k] + q) if W[k] > 0 else -np.inf
+            lp[kk] = v
+            if v > best:
+                best = v
+        s = 0.0
+        for kk in range(K):
+            s += np.exp(lp[kk] - best)
+        out[n, g] = best + np.log(s)
+
+
+WE = 0
+MB = 1
+MBS = 2
+VAR = 3
+
+
+@kernel(parallel=True)
+def aggregate(method, C, wa, offa, wb, offb, Cself, offself, out):
+    """Mixture measures from component divergences, one mixture pair per iteration.
+
+    ``C[i, j] = D(f_i || g_j)`` over all components of all mixtures (rows: A,
+    columns: B); ``Cself`` packs the within-mixture blocks ``D(f_i || f_i')``
+    of A (needed by VAR) at offsets ``offself``.
+    """
+    na = offa.shape[0] - 1
+    nb = offb.shape[0] - 1
+    for p in prange(na * nb):
+        a = p // nb
+        b = p % nb
+        total = 0.0
+        ka = offa[a + 1] - offa[a]
+        for ii in range(ka):
+            i = offa[a] + ii
+            if method == WE:
+                s = 0.0
+                for j in range(offb[b], offb[b + 1]):
+                    s += wb[j] * C[i, j]
+                total += wa[i] * s
+            elif method == MB or method == MBS:
+                best = np.inf
+                arg = offb[b]
+                for j in range(offb[b], offb[b + 1]):
+                    v = C[i, j] - np.log(wb[j]) if method == MB else C[i, j]
+                    if v < best:
+                        best = v
+                        arg = j
+                if method == MB:
+                    total += wa[i] * (C[i, arg] + np.log(wa[i] / wb[arg]))
+                else:
+                    total += wa[i] * best
+            else:
+                # Hershey & Olsen: log sum_i' w_i' e^-D(f_i||f_i') - log sum_j w_j e^-D(f_i||g_j)
+                m1 = np.inf
+                for jj in range(ka):
+                    m1 = min(m1, Cself[offself[a] + ii * ka + jj])
+                s1 = 0.0
+                for jj in range(ka):
+                    s1 += wa[offa[a] + jj] * np.exp(-(Cself[offself[a] + ii * ka + jj] - m1))
+                m2 = np.inf
+                for j in range(offb[b], offb[b + 1]):
+                    m2 = min(m2, C[i, j])
+                s2 = 0.0
+                for j in range(offb[b], offb[b + 1]):
+                    s2 += wb[j] * np.exp(-(C[i, j] - m2))
+                total += wa[i] * ((np.log(s1) - m1) - (np.log(s2) - m2))
+        out[a, b] = total
+
+
+@kernel(parallel=True)
+def mixtures_logpdf(X, W, M, L, ld, off, out):
+    """``out[n, b] = log g_b(x_n)`` for every point and every mixture ``b`` (packed at ``off``)."""
+    N, d = X.shape
+    nb = off.shape[0] - 1
+    for p in prange(N * nb):
+        n = p // nb
+        g = p % nb
+        k0 = off[g]
+        K = off[g + 1] - k0
+        b = np.empty(d)
+        z = np.empty(d)
+        lp = np.empty(K)
+        best = -np.inf
+        for kk in range(K):
+            k = k0 + kk
+            for r in range(d):
+                b[r] = X[n, r] - M[k, r]
+            forward_solve(L[k], b, z)
+            q = 0.0
+            for r in range(d):
+                q += z[r] * z[r]
+            v = np.log(W[k]) - 0.5 * (d * LOG_2PI + ld[k] + q) if W[k] > 0 else -np.inf
+            lp[kk] = v
+            if v > best:
+                best = v
+        s = 0.0
+        for kk in range(K):
+            s += np.exp(lp[kk] - best)
+        out[n, g] = best + np.log(s)
+
+
+@kernel(parallel=True)
+def mixture_logpdf(X, W, M, L, ld, out):
+    """``out[n] = log sum_k w_k N(x_n; mu_k, L_k L_k^T)`` (log-sum-exp over components)."""
+    N, d = X.shape
+    K = M.shape[0]
+    for n in prange(N):
+        b = np.empty(d)
+        z = np.empty(d)
+        lp = np.empty(K)
+        best = -np.inf
+        for k in range(K):
+            for r in range(d):
+                b[r] = X[n, r] - M[k, r]
+            forward_solve(L[k], b, z)
+            q = 0.0
+            for r in range(d):
+                q += z[r] * z[r]
+            v = np.log(W[k]) - 0.5 * (d * LOG_2PI + ld[k] + q) if W[k] > 0 else -np.inf
+            lp[k] = v
+            if v > best:
+                best = v
+        s = 0.0
+        for k in range(K):
+            s += np.exp(lp[k] - best)
+        out[n] = best + np.log(s)
