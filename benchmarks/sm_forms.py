@@ -70,10 +70,11 @@ def main(sizes=(200, 1000, 2000)):
             Sp, Sq = A @ A.T / n + np.eye(n), B @ B.T / n + np.eye(n)
             for label, mq in (("equal", np.zeros(n)), ("diff", rng.normal(size=n) * 0.1)):
                 mp = np.zeros(n)
-                tl = best_of(lambda mp=mp, mq=mq: divergences.log_chernoff(mp, Sp, mq, Sq, a))
-                tn = best_of(lambda mp=mp, mq=mq: divergences.log_chernoff(mp, Sp, mq, Sq, a, form="nielsen"))
-                ll = best_of(lambda mp=mp, mq=mq: lapack_lemma(mp, Sp, mq, Sq, a))
-                ln = best_of(lambda mp=mp, mq=mq: lapack_nielsen(mp, Sp, mq, Sq, a))
+                tl = best_of(lambda mp=mp, mq=mq, Sp=Sp, Sq=Sq: divergences.log_chernoff(mp, Sp, mq, Sq, a))
+                tn = best_of(lambda mp=mp, mq=mq, Sp=Sp, Sq=Sq: divergences.log_chernoff(
+                    mp, Sp, mq, Sq, a, form="nielsen"))
+                ll = best_of(lambda mp=mp, mq=mq, Sp=Sp, Sq=Sq: lapack_lemma(mp, Sp, mq, Sq, a))
+                ln = best_of(lambda mp=mp, mq=mq, Sp=Sp, Sq=Sq: lapack_nielsen(mp, Sp, mq, Sq, a))
                 vals = [divergences.log_chernoff(mp, Sp, mq, Sq, a),
                         divergences.log_chernoff(mp, Sp, mq, Sq, a, form="nielsen"),
                         lapack_lemma(mp, Sp, mq, Sq, a), lapack_nielsen(mp, Sp, mq, Sq, a)]
