@@ -1,0 +1,174 @@
+"""Sparse MAXDET neighbour weights of GMM-NPE ([GMM] §4.1, the final problem).
+
+For one representative ``i`` with neighbour matrices ``Q_j = P_i^-1/2 P_j P_i^-1/2``
+and costs ``c_j = tr(Q_j) + lambda``::
+
+    minimise   c^T w - log det G(w),   G(w) = sum_j w_j Q_j
+    subject to w >= 0,  G(w) <= I
+
+solved by a log-barrier interior-point method: Newton steps on
+``t (c^T w - log det G) - sum_j log w_j - log det(I - G)``, ``t`` multiplied by
+20 until the duality-gap bound ``(m + n) / t`` is below ``tol``.  Gradients
+and Hessians come from the whitened matrices ``A_j = L_G^-1 Q_j L_G^-T`` and
+``B_j = L_R^-1 Q_j L_R^-T`` (``R = I - G``):
+``d/dw_j = t (c_j - tr A_j) - 1/w_j + tr B_j``,
+``H_jk = t <A_j, A_k> + <B_j, B_k> + delta_jk / w_j^2``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import prange
+
+from fastsm._kernels.gaussian import cholesky, forward_solve
+from fastsm.config import kernel
+
+BARRIER_FACTOR = 20.0
+
+
+@kernel()
+def _whiten(L, Q, out):
+    """``out = L^-1 Q L^-T`` for symmetric ``Q``."""
+    n = L.shape[0]
+    X = np.empty((n, n))
+    col = np.empty(n)
+    x = np.empty(n)
+    for c in range(n):
+        for r in range(n):
+            col[r] = Q[r, c]
+        forward_solve(L, col, x)
+        for r in range(n):
+            X[r, c] = x[r]
+    # out = L^-1 X^T = (L^-1 Q L^-T) since (L^-1 Q)^T = Q L^-T
+    for c in range(n):
+        for r in range(n):
+            col[r] = X[c, r]
+        forward_solve(L, col, x)
+        for r in range(n):
+            out[r, c] = x[r]
+
+
+@kernel()
+def _barrier(Q, c, w, t, G, R, L):
+    """Barrier value at ``w`` (inf when infeasible); fills ``G``, ``R`` and their factors."""
+    m, n = Q.shape[0], Q.shape[1]
+    for j in range(m):
+        if not w[j] > 0.0:
+            return np.inf, False
+    for r in range(n):
+        for s in range(n):
+            acc = 0.0
+            for j in range(m):
+                acc += w[j] * Q[j, r, s]
+            G[r, s] = acc
+            R[r, s] = (1.0 if r == s else 0.0) - acc
+    ok, ldg = cholesky(G, L[0])
+    if not ok:
+        return np.inf, False
+    ok, ldr = cholesky(R, L[1])
+    if not ok:
+        return np.inf, False
+    v = -t * ldg - ldr
+    for j in range(m):
+        v += t * c[j] * w[j] - np.log(w[j])
+    return v, True
+
+
+@kernel()
+def maxdet_weights(Q, c, tol, max_newton):
+    """Solve one MAXDET problem; returns ``(w, n_newton_total, converged)``."""
+    m, n = Q.shape[0], Q.shape[1]
+    trsum = 0.0
+    for j in range(m):
+        for r in range(n):
+            trsum += Q[j, r, r]
+    w = np.full(m, 0.5 / trsum)  # G = w sum_j Q_j has trace 1/2, so G < I
+    G = np.empty((n, n))
+    R = np.empty((n, n))
+    L = np.empty((2, n, n))
+    Lt = np.empty((2, n, n))
+    A = np.empty((m, n, n))
+    Bm = np.empty((m, n, n))
+    g = np.empty(m)
+    H = np.empty((m, m))
+    LH = np.empty((m, m))
+    dw = np.empty(m)
+    z = np.empty(m)
+    wt = np.empty(m)
+    t = 1.0
+    total = 0
+    while True:
+        f, _ = _barrier(Q, c, w, t, G, R, L)
+        for _it in range(max_newton):
+            total += 1
+            for j in range(m):
+                _whiten(L[0], Q[j], A[j])
+                _whiten(L[1], Q[j], Bm[j])
+            for j in range(m):
+                ta = 0.0
+                tb = 0.0
+                for r in range(n):
+                    ta += A[j, r, r]
+                    tb += Bm[j, r, r]
+                g[j] = t * (c[j] - ta) - 1.0 / w[j] + tb
+                for k in range(j + 1):
+                    sa = 0.0
+                    sb = 0.0
+                    for r in range(n):
+                        for s in range(n):
+                            sa += A[j, r, s] * A[k, r, s]
+                            sb += Bm[j, r, s] * Bm[k, r, s]
+                    H[j, k] = t * sa + sb
+                    H[k, j] = H[j, k]
+                H[j, j] += 1.0 / (w[j] * w[j])
+            ok, _ = cholesky(H, LH)
+            if not ok:
+                return w, total, False
+            for j in range(m):
+                z[j] = -g[j]
+            forward_solve(LH, z, dw)
+            # back substitution L^T x = dw
+            for j in range(m - 1, -1, -1):
+                s = dw[j]
+                for k in range(j + 1, m):
+                    s -= LH[k, j] * z[k]
+                z[j] = s / LH[j, j]
+            dec = 0.0
+            for j in range(m):
+                dw[j] = z[j]
+                dec -= g[j] * dw[j]
+            if dec * 0.5 <= 1e-12:
+                break
+            step = 1.0
+            for j in range(m):
+                if dw[j] < 0.0:
+                    step = min(step, -0.99 * w[j] / dw[j])
+            accepted = False
+            for _ls in range(60):
+                for j in range(m):
+                    wt[j] = w[j] + step * dw[j]
+                ft, feas = _barrier(Q, c, wt, t, G, R, Lt)
+                if feas and ft <= f - 0.25 * step * dec:
+                    accepted = True
+                    break
+                step *= 0.5
+            if not accepted:
+                break
+            for j in range(m):
+                w[j] = wt[j]
+            f = ft
+            L[:] = Lt
+        if (m + n) / t < tol:
+            return w, total, True
+        t *= BARRIER_FACTOR
+
+
+@kernel(parallel=True)
+def maxdet_rows(Qs, cs, offsets, tol, max_newton, W, status):
+    """One MAXDET problem per representative; problem ``i`` uses ``Qs[offsets[i]:offsets[i+1]]``."""
+    for i in prange(offsets.shape[0] - 1):
+        a, b = offsets[i], offsets[i + 1]
+        w, _, ok = maxdet_weights(Qs[a:b], cs[a:b], tol, max_newton)
+        for k in range(b - a):
+            W[a + k] = w[k]
+        status[i] = 0 if ok else 1
