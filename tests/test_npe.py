@@ -1,0 +1,131 @@
+"""GMM-NPE pieces against independent references (issue 3: acceptance 3 and 6)."""
+
+import numpy as np
+import pytest
+
+from fastsm import gmm
+from fastsm._kernels.maxdet import maxdet_weights
+from fastsm.gmm.npe import _emd, vectorize
+
+
+def rand_spd(rng, n, scale=1.0):
+    A = rng.normal(size=(n, n))
+    return scale * (A @ A.T / n + 0.2 * np.eye(n))
+
+
+def maxdet_instance(rng, n, m, lam):
+    Pi = rand_spd(rng, n)
+    Ps = [Pi + rand_spd(rng, n, 0.5 * rng.random()) for _ in range(m)]
+    ev, V = np.linalg.eigh(Pi)
+    Pm = V @ np.diag(ev**-0.5) @ V.T
+    Q = np.stack([Pm @ P @ Pm for P in Ps])
+    return Q, np.trace(Q, axis1=1, axis2=2) + lam
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_maxdet_matches_cvxpy_clarabel(seed):
+    cp = pytest.importorskip("cvxpy")
+    rng = np.random.default_rng(seed)
+    n, m = int(rng.integers(3, 7)), int(rng.integers(4, 16))
+    Q, c = maxdet_instance(rng, n, m, lam=float(rng.choice([0.0, 0.1, 1.0])))
+    w, _, ok = maxdet_weights(Q, c, 1e-10, 200)
+    assert ok
+    x = cp.Variable(m, nonneg=True)
+    G = sum(x[j] * Q[j] for j in range(m))
+    prob = cp.Problem(cp.Minimize(c @ x - cp.log_det(G)), [np.eye(n) - G >> 0])
+    prob.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
+    assert np.abs(w - x.value).max() < 1e-5
+    # feasibility and optimality of ours on its own terms
+    Gw = np.einsum("j,jab->ab", w, Q)
+    assert np.linalg.eigvalsh(np.eye(n) - Gw).min() > -1e-9 and w.min() >= 0
+    assert c @ w - np.linalg.slogdet(Gw)[1] <= prob.value + 1e-7
+
+
+def test_embedding_has_unit_determinant_and_recovers_parameters(rng):
+    mu = rng.normal(size=(4, 3))
+    S = np.stack([rand_spd(rng, 3) for _ in range(4)])
+    P = gmm.embed_components(mu, S)
+    np.testing.assert_allclose(np.linalg.det(P), 1.0, rtol=1e-10)
+    scale = P[:, 3, 3]  # = |S|^(-1/(d+1))
+    np.testing.assert_allclose(P[:, :3, 3] / scale[:, None], mu, rtol=1e-12)
+    np.testing.assert_allclose(P[:, :3, :3] / scale[:, None, None] - np.einsum("ki,kj->kij", mu, mu), S,
+                               rtol=1e-10, atol=1e-12)
+    # vectorisation is an isometry for the Frobenius norm
+    v = vectorize(P)
+    assert v.shape == (4, 10)
+    np.testing.assert_allclose(np.linalg.norm(v[0] - v[1]), np.linalg.norm(P[0] - P[1]), rtol=1e-12)
+
+
+def test_d1_d2_follow_eq16_eq17(rng):
+    V, U = rng.normal(size=(3, 2)), rng.normal(size=(4, 2))
+    a, b = np.array([0.2, 0.3, 0.5]), np.array([0.1, 0.2, 0.3, 0.4])
+    d = np.array([[np.linalg.norm(v - u) for u in U] for v in V])
+    p = [min(b[j] * d[i, j] for j in range(4)) for i in range(3)]
+    q = [min(a[i] * d[i, j] for i in range(3)) for j in range(4)]
+    d1 = 0.5 * (max(a[i] * p[i] for i in range(3)) + max(b[j] * q[j] for j in range(4)))
+    d2 = 0.5 * (max(a[i] * sum(b[j] * d[i, j] for j in range(4)) for i in range(3))
+                + max(b[j] * sum(a[i] * d[i, j] for i in range(3)) for j in range(4)))
+    from fastsm.gmm.npe import _measure
+
+    assert abs(_measure(V, a, U, b, "d1") - d1) < 1e-14
+    assert abs(_measure(V, a, U, b, "d2") - d2) < 1e-14
+
+
+def test_emd_pot_and_linprog_agree(rng, monkeypatch):
+    d = rng.random((3, 5))
+    a, b = np.array([0.2, 0.3, 0.5]), np.full(5, 0.2)
+    with_pot = _emd(a, b, d)
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_pot(name, *args, **kw):
+        if name == "ot":
+            raise ImportError("simulated: POT not installed")
+        return real_import(name, *args, **kw)
+
+    monkeypatch.setattr(builtins, "__import__", no_pot)
+    assert abs(_emd(a, b, d) - with_pot) < 1e-10
+    # identical clouds cost nothing; a point mass moves by its distance
+    assert abs(_emd(a, a, np.abs(np.subtract.outer(np.arange(3.0), np.arange(3.0))))) < 1e-12
+
+
+def test_fit_transform_distance(rng):
+    d = 3
+    mixes = [gmm.GaussianMixture(np.ones(2) / 2, rng.normal(size=(2, d)), np.stack([rand_spd(rng, d)] * 2))
+             for _ in range(15)]
+    emb = gmm.fit_npe(mixes, 2, n_neighbors=4)
+    assert emb.projection.shape == (2, (d + 1) * (d + 2) // 2) and emb.converged.all()
+    assert np.all(emb.weights >= 0) and np.all(np.diag(emb.weights) == 0)
+    assert (emb.weights > 1e-6).sum(axis=1).max() <= 4
+    V = gmm.transform(emb, mixes[0])
+    assert V.shape == (2, 2)
+    for m in ("d1", "d2", "emd"):
+        if m == "d2":
+            # [GMM] §4.2: no self-identity — sum_j b_j ||v_i - u_j|| includes the cross distances
+            assert gmm.npe_distance(emb, mixes[0], mixes[0], m) > 0
+        else:
+            assert gmm.npe_distance(emb, mixes[0], mixes[0], m) == pytest.approx(0.0, abs=1e-12)
+        P = gmm.npe_pairwise(emb, mixes[:4], measure=m)
+        np.testing.assert_allclose(P, P.T, atol=1e-12)  # D1, D2 and the EMD are symmetric
+        assert P[0, 1] == pytest.approx(gmm.npe_distance(emb, mixes[0], mixes[1], m), abs=1e-12)
+    normed = gmm.fit_npe(mixes, 2, n_neighbors=4, normalize_weights=True)
+    np.testing.assert_allclose(normed.weights.sum(axis=1), 1.0)
+
+
+def test_npe_bad_input(rng):
+    f = gmm.GaussianMixture([1.0], [[0.0, 0.0]], np.eye(2)[None])
+    g = gmm.GaussianMixture([1.0], [[0.0, 0.0, 0.0]], np.eye(3)[None])
+    with pytest.raises(ValueError, match="same dimension"):
+        gmm.fit_npe([f, g])
+    with pytest.raises(TypeError, match="GaussianMixture"):
+        gmm.fit_npe(f)
+    emb = gmm.fit_npe([f, gmm.GaussianMixture([1.0], [[1.0, 0.0]], 2 * np.eye(2)[None])], 1, n_neighbors=1)
+    with pytest.raises(ValueError, match="dimension 3"):
+        gmm.transform(emb, g)
+    with pytest.raises(ValueError, match="measure"):
+        gmm.npe_distance(emb, f, f, "kl")
+    with pytest.raises(ValueError, match="n_components"):
+        gmm.fit_npe([f, f], 99)
+    with pytest.raises(ValueError, match="projection"):
+        gmm.fit_npe([f, f], 1, projection="pca")
