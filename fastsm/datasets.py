@@ -83,3 +83,90 @@ def random_structured(seed: int = 0, *, n_train: int = 500, n_test: int = 100, d
     X = rng.standard_normal((n_train + n_test, dx))
     Y = np.tanh(X @ W1) @ W2 + noise * rng.standard_normal((n_train + n_test, dy))
     return X[:n_train], X[n_train:], Y[:n_train], Y[n_train:]
+
+
+def _diag_dominant_spd(rng, d: int, eps: float) -> np.ndarray:
+    """[GMM] §5.1: iid U(0,1), symmetrised, diagonal replaced by the off-diagonal row sums, plus eps I."""
+    A = rng.uniform(0.0, 1.0, (d, d))
+    A = 0.5 * (A + A.T)
+    np.fill_diagonal(A, 0.0)
+    np.fill_diagonal(A, A.sum(axis=1))
+    return A + eps * np.eye(d)
+
+
+def gmm_manifold(
+    d: int = 10,
+    K: int = 1,
+    *,
+    l: int = 1,
+    t_range: tuple[float, float] = (0.0, 5.0),
+    shifted_means: bool = False,
+    n_gaussians: int = 800,
+    n_mixtures: int = 200,
+    a: float = 1.0,
+    b: float = 0.0,
+    c: float = 0.0,
+    eps: float = 1e-5,
+    seed: int = 0,
+):
+    """Synthetic two-class Gaussian mixtures on a low-dimensional manifold ([GMM] §5.1).
+
+    Returns ``(mixtures, labels)``: ``n_mixtures`` :class:`fastsm.gmm.GaussianMixture`
+    of ``K`` equally weighted components in R^d, and their class (0 or 1).
+
+    Covariances lie on the curve (Eq. 20, ``l = 1``)
+    ``F(t) = a t^2 A2/||A2|| + b t A1/||A1|| + c I`` or the surface (Eq. 21,
+    ``l = 2``) ``F(t1, t2) = a (t1^2 + t2^2) A2/||A2|| + b (t1 + t2) A1/||A1|| + c I``
+    with ``t`` uniform in ``t_range``; ``A1``, ``A2`` are the paper's
+    diagonally dominant random matrices.  Choices the text leaves open,
+    documented here:
+
+    * two classes, each with its **own** pair ``(A1, A2)`` (its own curve);
+      the pool of ``n_gaussians`` Gaussians is split equally between them and
+      so are the ``n_mixtures`` mixtures, whose components are drawn uniformly
+      without replacement from their class's pool;
+    * ``||.||`` is the Frobenius norm; ``c`` multiplies the identity;
+    * ``eps I`` (the paper's 1e-5) is added to ``F(t)`` as well, because with
+      the paper's ``a = 1, b = c = 0`` the curve passes through the zero matrix
+      at ``t = 0``; for ``b != 0`` and ``t < 0``, ``F(t)`` can be indefinite, in
+      which case its eigenvalues are clipped at ``eps``;
+    * means: zero, or (``shifted_means``) ``0`` for class 0 and ``10 h``,
+      ``h ~ U(0,1)^d``, for class 1.
+    """
+    check_int("d", d, low=1)
+    check_int("K", K, low=1)
+    if l not in (1, 2):
+        raise ValueError(f"l must be 1 or 2, got {l}")
+    r1, r2 = (check_scalar("t_range[0]", t_range[0]), check_scalar("t_range[1]", t_range[1]))
+    if not r1 < r2:
+        raise ValueError(f"t_range must be increasing, got {t_range}")
+    rng = np.random.default_rng(seed)
+    per_class = n_gaussians // 2
+    if K > per_class:
+        raise ValueError(f"K = {K} exceeds the {per_class} Gaussians per class")
+    from fastsm.gmm import GaussianMixture
+
+    pools = []
+    for cls in (0, 1):
+        A1, A2 = _diag_dominant_spd(rng, d, eps), _diag_dominant_spd(rng, d, eps)
+        A1, A2 = A1 / np.linalg.norm(A1), A2 / np.linalg.norm(A2)
+        if l == 1:
+            t = rng.uniform(r1, r2, per_class)
+            quad, lin = t**2, t
+        else:
+            t1, t2 = rng.uniform(r1, r2, (2, per_class))
+            quad, lin = t1**2 + t2**2, t1 + t2
+        S = a * quad[:, None, None] * A2 + b * lin[:, None, None] * A1 + (c + eps) * np.eye(d)
+        w, V = np.linalg.eigh(S)
+        S = np.einsum("kij,kj,klj->kil", V, np.maximum(w, eps), V)
+        S = 0.5 * (S + S.transpose(0, 2, 1))
+        mean = 10.0 * rng.uniform(0.0, 1.0, d) if (shifted_means and cls == 1) else np.zeros(d)
+        pools.append((S, mean))
+    mixtures, labels = [], []
+    for i in range(n_mixtures):
+        cls = i % 2
+        S, mean = pools[cls]
+        idx = rng.choice(per_class, size=K, replace=False)
+        mixtures.append(GaussianMixture(np.full(K, 1.0 / K), np.tile(mean, (K, 1)), S[idx]))
+        labels.append(cls)
+    return mixtures, np.array(labels)

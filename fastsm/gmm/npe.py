@@ -8,9 +8,10 @@
    ``D(P_i, P_j) = KL(N(0, P_i) || N(0, P_j))`` (or all within ``threshold``).
 3. Weights: the sparse MAXDET problem of §4.1 (our Numba interior-point
    solver, :mod:`fastsm._kernels.maxdet`), optionally normalised to sum 1.
-4. Projection (NPE, He et al. 2005): with ``M = (I - W)^T (I - W)`` (row-wise
-   weights) solve ``X M X^T a = lambda (X X^T + ridge I) a`` and keep the
-   eigenvectors of the **smallest** eigenvalues.  [GMM] Eq. 11 writes
+4. Projection (NPE, He et al. 2005): PCA onto the span of the vectors, then
+   with ``M = (I - W)^T (I - W)`` (row-wise weights) solve
+   ``X M X^T a = lambda (X X^T + ridge I) a`` and keep the eigenvectors of the
+   **smallest** eigenvalues.  [GMM] Eq. 11 writes
    ``(I - W)(I - W)^T`` and "largest"; ``projection="paper"`` reproduces that
    literal reading for comparison (see ``benchmarks/gmm_npe_synthetic.py``).
 5. Measures between two embedded mixtures: D1 (Eq. 16), D2 (Eq. 17) and the
@@ -60,8 +61,9 @@ class NPEEmbedding:
     ----------
     projection : ndarray (l, n)
         Rows ``a_k`` of the projection; a component's vector ``v`` maps to ``projection @ v``.
-    eigenvalues : ndarray (n,)
-        All generalised eigenvalues, in the order used to pick the rows.
+    eigenvalues : ndarray (r,)
+        All generalised eigenvalues (in the PCA space of rank ``r``), in the
+        order used to pick the rows.
     dim : int
         Dimension ``d`` of the mixtures.
     weights : ndarray (M, M)
@@ -175,20 +177,28 @@ def fit_npe(
         W[i, nb] = w[offsets[i]:offsets[i + 1]]
     if normalize_weights:
         W = W / np.maximum(W.sum(axis=1, keepdims=True), 1e-300)
-    Xt = X.T  # (n, M): columns are representatives, as in [GMM] Eq. 10
+    # PCA first (He et al. 2005): the embedded vectors often span few dimensions
+    # (zero-mean components on a curve span 3), and without it the "smallest"
+    # eigenvectors are the null space of X, which maps every component to 0
+    _, sv, Vt = np.linalg.svd(X, full_matrices=False)
+    keep = sv > 1e-8 * sv[0]
+    U = Vt[keep].T  # (n, r)
+    r = U.shape[1]
+    if n_components > r:
+        raise ValueError(f"n_components must be <= {r}, the rank of the embedded components")
+    Xt = U.T @ X.T  # (r, M): columns are representatives, as in [GMM] Eq. 10
     IW = np.eye(M) - W
     B = Xt @ Xt.T
-    B += ridge * np.mean(np.diag(B)) * np.eye(n_vec)
+    B += ridge * np.mean(np.diag(B)) * np.eye(r)
     A_paper = Xt @ (IW @ IW.T) @ Xt.T
     ev_paper = scipy.linalg.eigh(A_paper, B, eigvals_only=True)
     estimated = int(np.sum(ev_paper > 1e-3 * ev_paper.max()))
     if projection == "npe":
         evals, evecs = scipy.linalg.eigh(Xt @ (IW.T @ IW) @ Xt.T, B)
-        rows = evecs[:, :n_components].T
     else:
         evals, evecs = scipy.linalg.eigh(A_paper, B)
         evals, evecs = evals[::-1], evecs[:, ::-1]
-        rows = evecs[:, :n_components].T
+    rows = (U @ evecs[:, :n_components]).T
     return NPEEmbedding(
         projection=np.ascontiguousarray(rows), eigenvalues=evals, dim=d, weights=W, converged=status == 0,
         estimated_dim=estimated,
