@@ -6,9 +6,9 @@ and costs ``c_j = tr(Q_j) + lambda``::
     minimise   c^T w - log det G(w),   G(w) = sum_j w_j Q_j
     subject to w >= 0,  G(w) <= I
 
-solved by a log-barrier interior-point method: Newton steps on
+solved by a log-barrier interior-point method: damped Newton steps on
 ``t (c^T w - log det G) - sum_j log w_j - log det(I - G)``, ``t`` multiplied by
-20 until the duality-gap bound ``(m + n) / t`` is below ``tol``.  Gradients
+100 until the duality-gap bound ``(m + n) / t`` is below ``tol``.  Gradients
 and Hessians come from the whitened matrices ``A_j = L_G^-1 Q_j L_G^-T`` and
 ``B_j = L_R^-1 Q_j L_R^-T`` (``R = I - G``):
 ``d/dw_j = t (c_j - tr A_j) - 1/w_j + tr B_j``,
@@ -23,7 +23,13 @@ from numba import prange
 from fastsm._kernels.gaussian import cholesky, forward_solve
 from fastsm.config import kernel
 
-BARRIER_FACTOR = 20.0
+BARRIER_FACTOR = 100.0
+
+#: Centering stops at half the squared Newton decrement below this.  Tighter
+#: stops (1e-12) only add Newton steps that backtrack at the rounding floor:
+#: on 5 random problems (n = 16, 10 neighbours) 1e-7 gave 87 Newton steps and
+#: weights within 2e-9 of a tight Clarabel solution, 1e-12 gave 288 steps.
+NEWTON_DECREMENT_TOL = 1e-7
 
 
 @kernel()
@@ -137,14 +143,14 @@ def maxdet_weights(Q, c, tol, max_newton):
             for j in range(m):
                 dw[j] = z[j]
                 dec -= g[j] * dw[j]
-            if dec * 0.5 <= 1e-12:
+            if dec * 0.5 <= NEWTON_DECREMENT_TOL:
                 break
             step = 1.0
             for j in range(m):
                 if dw[j] < 0.0:
                     step = min(step, -0.99 * w[j] / dw[j])
             accepted = False
-            for _ls in range(60):
+            for _ls in range(40):
                 for j in range(m):
                     wt[j] = w[j] + step * dw[j]
                 ft, feas = _barrier(Q, c, wt, t, G, R, Lt)
