@@ -129,8 +129,33 @@ def log_rho_pair(mp, Sp, mq, Sq, a, form):
 
 
 @kernel()
+def kl_from_factors(mp, Lp, ldp, mq, Lq, ldq):
+    """``KL(p || q)`` from Cholesky factors and log-determinants (MATH §4).
+
+    ``1/2 [||Lq^-1 Lp||_F^2 + ||Lq^-1 (mp - mq)||^2 - d + log|Sq| - log|Sp|]``
+    """
+    d = mp.shape[0]
+    tr = 0.0
+    b = np.empty(d)
+    x = np.empty(d)
+    for c in range(d):
+        for r in range(d):
+            b[r] = Lp[r, c]
+        forward_solve(Lq, b, x)
+        for r in range(c, d):  # x[r] = 0 above the diagonal of Lq^-1 Lp
+            tr += x[r] * x[r]
+    for r in range(d):
+        b[r] = mp[r] - mq[r]
+    forward_solve(Lq, b, x)
+    m2 = 0.0
+    for r in range(d):
+        m2 += x[r] * x[r]
+    return 0.5 * (tr + m2 - d + ldq - ldp)
+
+
+@kernel()
 def kl_pair(mp, Sp, mq, Sq):
-    """``(status, KL(p || q))`` = 1/2 [tr(Sq^-1 Sp) + D^T Sq^-1 D - d + log|Sq|/|Sp|]."""
+    """``(status, KL(p || q))`` from the covariances."""
     d = mp.shape[0]
     Lp = np.empty((d, d))
     Lq = np.empty((d, d))
@@ -140,21 +165,7 @@ def kl_pair(mp, Sp, mq, Sq):
     ok, ldq = cholesky(Sq, Lq)
     if not ok:
         return 2, np.nan
-    # tr(Sq^-1 Sp) = ||Lq^-1 Lp||_F^2
-    tr = 0.0
-    b = np.empty(d)
-    x = np.empty(d)
-    for c in range(d):
-        for r in range(d):
-            b[r] = Lp[r, c]
-        forward_solve(Lq, b, x)
-        for r in range(c, d):
-            tr += x[r] * x[r]
-    forward_solve(Lq, mp - mq, x)
-    m2 = 0.0
-    for i in range(d):
-        m2 += x[i] * x[i]
-    return 0, 0.5 * (tr + m2 - d + ldq - ldp)
+    return 0, kl_from_factors(mp, Lp, ldp, mq, Lq, ldq)
 
 
 @kernel(parallel=True)

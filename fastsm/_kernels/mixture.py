@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from fastsm._kernels.gaussian import forward_solve, log_rho_pair
+from fastsm._kernels.gaussian import forward_solve, kl_from_factors, log_rho_pair
 from fastsm.config import kernel
 
 LOG_2PI = np.log(2.0 * np.pi)
@@ -17,30 +17,11 @@ LOG_2PI = np.log(2.0 * np.pi)
 
 @kernel(parallel=True)
 def kl_pairs(MF, LF, ldF, MG, LG, ldG, I, J, out):
-    """``out[p] = KL(f_I[p] || g_J[p])`` from Cholesky factors (MATH §4).
-
-    ``1/2 [||L_g^-1 L_f||_F^2 + ||L_g^-1 (mu_f - mu_g)||^2 - d + log|S_g| - log|S_f|]``
-    """
-    d = MF.shape[1]
+    """``out[p] = KL(f_I[p] || g_J[p])`` from per-component Cholesky factors."""
     for p in prange(I.shape[0]):
         i = I[p]
         j = J[p]
-        b = np.empty(d)
-        x = np.empty(d)
-        tr = 0.0
-        for c in range(d):
-            for r in range(d):
-                b[r] = LF[i, r, c]
-            forward_solve(LG[j], b, x)
-            for r in range(c, d):
-                tr += x[r] * x[r]
-        for r in range(d):
-            b[r] = MF[i, r] - MG[j, r]
-        forward_solve(LG[j], b, x)
-        m2 = 0.0
-        for r in range(d):
-            m2 += x[r] * x[r]
-        out[p] = 0.5 * (tr + m2 - d + ldG[j] - ldF[i])
+        out[p] = kl_from_factors(MF[i], LF[i], ldF[i], MG[j], LG[j], ldG[j])
 
 
 @kernel(parallel=True)

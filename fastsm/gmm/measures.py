@@ -38,7 +38,7 @@ import numpy as np
 from fastsm._kernels import mixture as _k
 from fastsm._threads import thread_limits
 from fastsm._validation import check_choice, check_int, check_scalar
-from fastsm.gmm.mixture import GaussianMixture
+from fastsm.gmm.mixture import GaussianMixture, check_mixtures
 
 METHODS = ("we", "mb", "mbs", "var", "ut", "mc")
 _AGG = {"we": _k.WE, "mb": _k.MB, "mbs": _k.MBS, "var": _k.VAR}
@@ -67,15 +67,7 @@ class _Stack:
     """All components of a list of mixtures, packed."""
 
     def __init__(self, mixtures: Sequence[GaussianMixture], name: str):
-        if isinstance(mixtures, GaussianMixture) or not isinstance(mixtures, Sequence) or len(mixtures) == 0:
-            raise TypeError(f"{name} must be a non-empty sequence of GaussianMixture")
-        for m in mixtures:
-            if not isinstance(m, GaussianMixture):
-                raise TypeError(f"{name} must hold GaussianMixture objects, got {type(m).__name__}")
-        dims = {m.dim for m in mixtures}
-        if len(dims) != 1:
-            raise ValueError(f"all mixtures must have the same dimension, got {sorted(dims)} in {name}")
-        self.dim = dims.pop()
+        self.dim = check_mixtures(mixtures, name)
         self.off = np.concatenate([[0], np.cumsum([m.n_components for m in mixtures])]).astype(np.int64)
         self.w = np.concatenate([m.weights for m in mixtures])
         self.M = np.ascontiguousarray(np.concatenate([m.means for m in mixtures]))

@@ -103,3 +103,18 @@ class GaussianMixture:
         z = rng.standard_normal((n, self.dim))
         comp = np.repeat(np.arange(self.n_components), counts)
         return self.means[comp] + np.einsum("nde,ne->nd", self.chol[comp], z)
+
+
+def check_mixtures(mixtures, name: str) -> int:
+    """Validate a non-empty sequence of mixtures of one dimension; returns that dimension."""
+    from collections.abc import Sequence
+
+    if isinstance(mixtures, GaussianMixture) or not isinstance(mixtures, Sequence) or len(mixtures) == 0:
+        raise TypeError(f"{name} must be a non-empty sequence of GaussianMixture")
+    for m in mixtures:
+        if not isinstance(m, GaussianMixture):
+            raise TypeError(f"{name} must hold GaussianMixture objects, got {type(m).__name__}")
+    dims = {m.dim for m in mixtures}
+    if len(dims) != 1:
+        raise ValueError(f"all mixtures must have the same dimension, got {sorted(dims)} in {name}")
+    return dims.pop()

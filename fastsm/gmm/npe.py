@@ -30,7 +30,7 @@ from fastsm import divergences
 from fastsm._kernels.maxdet import maxdet_rows
 from fastsm._threads import thread_limits
 from fastsm._validation import check_choice, check_int, check_scalar
-from fastsm.gmm.mixture import GaussianMixture
+from fastsm.gmm.mixture import GaussianMixture, check_mixtures
 
 
 def embed_components(means: np.ndarray, covariances: np.ndarray) -> np.ndarray:
@@ -129,15 +129,7 @@ def fit_npe(
     tol : float
         Duality-gap tolerance of the MAXDET solver.
     """
-    if isinstance(mixtures, GaussianMixture) or len(mixtures) == 0:
-        raise TypeError("mixtures must be a non-empty sequence of GaussianMixture")
-    for m in mixtures:
-        if not isinstance(m, GaussianMixture):
-            raise TypeError(f"mixtures must hold GaussianMixture objects, got {type(m).__name__}")
-    dims = {m.dim for m in mixtures}
-    if len(dims) != 1:
-        raise ValueError(f"all mixtures must have the same dimension, got {sorted(dims)}")
-    d = dims.pop()
+    d = check_mixtures(mixtures, "mixtures")
     check_choice("projection", projection, ("npe", "paper"))
     sparsity = check_scalar("sparsity", sparsity, low=0.0)
     means = np.concatenate([m.means for m in mixtures])
