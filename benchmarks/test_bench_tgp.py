@@ -1,4 +1,4 @@
-"""pytest-benchmark suite (skipped by default: ``pytest benchmarks --benchmark-enable``).
+"""pytest-benchmark suite (skipped by default; run: ``pytest benchmarks -o addopts=""``).
 
 pytest-benchmark does not warm up by itself: each benchmark calls its
 function once before ``benchmark()``.
