@@ -16,6 +16,7 @@ from scipy.linalg import lapack
 from fastsm import config
 from fastsm._kernels import objectives as obj
 from fastsm._kernels.optimize import minimize_batch
+from fastsm._kernels.rank_one import schur_rows
 from fastsm._kernels.rbf import rbf_cross, rbf_gram
 from fastsm._threads import thread_limits
 from fastsm._validation import as_2d, check_choice, check_int, check_scalar
@@ -148,7 +149,8 @@ def _point_data(model: TGPModel, Xb: np.ndarray, method: str):
     Kx = np.empty((Xb.shape[0], model.n_train))
     rbf_cross(Xb, model.X, p.gamma_x, Kx)
     Ux = _times(Kx, model.Kx_inv)
-    eta_x = np.maximum((1.0 + p.lambda_x) - np.einsum("ij,ij->i", Kx, Ux), _floor(model))
+    eta_x = np.empty(Xb.shape[0])
+    schur_rows(Kx, Ux, 1.0 + p.lambda_x, _floor(model), eta_x)
     W = _times(Kx, model.Kxy_inv)
     xwx = np.einsum("ij,ij->i", Kx, W)
     if method == "kl":
