@@ -129,3 +129,5 @@ def test_npe_bad_input(rng):
         gmm.fit_npe([f, f], 99)
     with pytest.raises(ValueError, match="projection"):
         gmm.fit_npe([f, f], 1, projection="pca")
+    with pytest.raises(ValueError, match="tol"):
+        gmm.fit_npe([f, f], 1, tol=0.0)

@@ -166,6 +166,8 @@ def maxdet_weights(Q, c, tol, max_newton):
             L[:] = Lt
         if (m + n) / t < tol:
             return w, total, True
+        if t > 1e30:  # the gap cannot close further in float64
+            return w, total, False
         t *= BARRIER_FACTOR
 
 

@@ -132,6 +132,8 @@ def fit_npe(
     d = check_mixtures(mixtures, "mixtures")
     check_choice("projection", projection, ("npe", "paper"))
     sparsity = check_scalar("sparsity", sparsity, low=0.0)
+    tol = check_scalar("tol", tol, low=0.0, low_open=True)
+    ridge = check_scalar("ridge", ridge, low=0.0)
     means = np.concatenate([m.means for m in mixtures])
     covs = np.concatenate([m.covariances for m in mixtures])
     M = means.shape[0]
