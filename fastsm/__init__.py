@@ -1,7 +1,7 @@
-"""fastsm: Numba-compiled Sharma–Mittal twin Gaussian processes and friends."""
+"""fastsm: Numba-compiled Sharma–Mittal twin Gaussian processes, SM divergences and GMM similarity."""
 
-from fastsm import datasets, divergences, tgp
+from fastsm import datasets, divergences, gmm, tgp
 
 __version__ = "0.1.0"
 
-__all__ = ["tgp", "divergences", "datasets", "__version__"]
+__all__ = ["tgp", "divergences", "gmm", "datasets", "__version__"]
