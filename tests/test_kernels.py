@@ -72,3 +72,28 @@ def test_schur_rows_floor_counts_hits():
     # row 0: 1 - 1.25 < 0 -> floored; row 1: 1 - 0 = 1
     assert hits == 1
     np.testing.assert_array_equal(eta, [1e-14, 1.0])
+
+
+def test_linesearch_helpers():
+    from fastsm._kernels.linesearch import (
+        approx_wolfe_accept_min,
+        armijo_accept_max,
+        armijo_accept_min,
+        backtrack,
+    )
+
+    # f(t) = (t - 0.3)^2 along a descent direction from t = 0: f0 = 0.09, slope -0.6
+    f = lambda t: (t - 0.3) ** 2  # noqa: E731
+    assert not armijo_accept_min(f(0), f(1.0), 1.0, -0.6)  # 0.49 > 0.09
+    t = backtrack(f(0), f(1.0), 1.0, -0.6)
+    assert 0.1 <= t <= 0.5 and abs(t - 0.3) < 0.2  # the quadratic model's minimiser, clipped
+    assert armijo_accept_min(f(0), f(0.3), 0.3, -0.6)
+    assert not armijo_accept_min(f(0), np.nan, 0.3, -0.6)
+    assert backtrack(f(0), np.inf, 1.0, -0.6) == 0.1
+    # maximising variant on -f
+    assert armijo_accept_max(-f(0), -f(0.3), 0.3, 0.6) and not armijo_accept_max(-f(0), -f(1.0), 1.0, 0.6)
+    # approximate Wolfe: tiny rise within 1e-8 |f| and a slope that flattened is accepted
+    assert approx_wolfe_accept_min(1.0, 1.0 + 5e-9, -1.0, -0.1)
+    assert not approx_wolfe_accept_min(1.0, 1.0 + 5e-8, -1.0, -0.1)  # rose too much
+    assert not approx_wolfe_accept_min(1.0, 1.0, -1.0, -0.95)  # did not go far enough
+    assert not approx_wolfe_accept_min(1.0, 1.0, -1.0, 0.9)  # overshot
