@@ -131,3 +131,15 @@ def test_npe_bad_input(rng):
         gmm.fit_npe([f, f], 1, projection="pca")
     with pytest.raises(ValueError, match="tol"):
         gmm.fit_npe([f, f], 1, tol=0.0)
+
+
+def test_neighbour_kl_matches_divergences(rng):
+    from fastsm import divergences
+    from fastsm.gmm.npe import _neighbour_kl
+
+    mu = rng.normal(size=(6, 3))
+    S = np.stack([rand_spd(rng, 3) for _ in range(6)])
+    P = gmm.embed_components(mu, S)
+    z = np.zeros((6, 4))
+    ref = divergences.kl(z[:, None], P[:, None], z[None], P[None])
+    np.testing.assert_allclose(_neighbour_kl(P), ref, rtol=1e-10, atol=1e-12)
