@@ -87,17 +87,27 @@ def spd_inverse_from_cholesky(L):
 
 
 @kernel()
-def log_rho_pair(mp, Sp, mq, Sq, a, form):
-    """``(status, log rho_a)`` for one pair (see module docstring)."""
-    d = mp.shape[0]
+def _factor_pair(Sp, Sq):
+    """Cholesky factors and log-determinants of both covariances, with the status code."""
+    d = Sp.shape[0]
     Lp = np.empty((d, d))
     Lq = np.empty((d, d))
     ok, ldp = cholesky(Sp, Lp)
     if not ok:
-        return 1, np.nan
+        return 1, Lp, 0.0, Lq, 0.0
     ok, ldq = cholesky(Sq, Lq)
     if not ok:
-        return 2, np.nan
+        return 2, Lp, ldp, Lq, 0.0
+    return 0, Lp, ldp, Lq, ldq
+
+
+@kernel()
+def log_rho_pair(mp, Sp, mq, Sq, a, form):
+    """``(status, log rho_a)`` for one pair (see module docstring)."""
+    d = mp.shape[0]
+    status, Lp, ldp, Lq, ldq = _factor_pair(Sp, Sq)
+    if status != 0:
+        return status, np.nan
     delta = mp - mq
     z = np.empty(d)
     if form == FORM_CHOLESKY:
@@ -156,15 +166,9 @@ def kl_from_factors(mp, Lp, ldp, mq, Lq, ldq):
 @kernel()
 def kl_pair(mp, Sp, mq, Sq):
     """``(status, KL(p || q))`` from the covariances."""
-    d = mp.shape[0]
-    Lp = np.empty((d, d))
-    Lq = np.empty((d, d))
-    ok, ldp = cholesky(Sp, Lp)
-    if not ok:
-        return 1, np.nan
-    ok, ldq = cholesky(Sq, Lq)
-    if not ok:
-        return 2, np.nan
+    status, Lp, ldp, Lq, ldq = _factor_pair(Sp, Sq)
+    if status != 0:
+        return status, np.nan
     return 0, kl_from_factors(mp, Lp, ldp, mq, Lq, ldq)
 
 
