@@ -64,7 +64,7 @@ def main(sizes=(200, 1000, 2000)):
           "1.50 otherwise)")
     print(f"{'N':>5} {'means':>6} | {'fastsm L3.1':>11} {'fastsm Niel':>11} {'ratio':>6} | "
           f"{'LAPACK L3.1':>11} {'LAPACK Niel':>11} {'ratio':>6} | {'agree':>8}")
-    with thread_limits(1, blas="same"):
+    with thread_limits(1):
         for n in sizes:
             A, B = rng.normal(size=(2, n, n))
             Sp, Sq = A @ A.T / n + np.eye(n), B @ B.T / n + np.eye(n)

@@ -1,50 +1,236 @@
-"""Numba and BLAS thread control, restored in ``finally``."""
+"""Threading layer, thread counts, BLAS limits and interruptible kernel calls.
+
+Threading layer
+    Numba's GNU OpenMP layer is not fork-safe (``fork()`` after a parallel
+    call hangs or aborts a ``multiprocessing`` pool) and spin-waits, which
+    slows down every process beside it.  At import, unless the user chose a
+    layer (``NUMBA_THREADING_LAYER`` / ``NUMBA_THREADING_LAYER_PRIORITY`` or
+    ``numba.config.THREADING_LAYER``) or a parallel kernel already ran, fastsm
+    makes TBB loadable (the ``tbb`` wheel installs ``libtbb.so.12`` into
+    ``<prefix>/lib``, which is not on the loader path, so Numba reports
+    "TBB disabled: Unknown import problem") and sets the priority
+    ``tbb > workqueue > omp``.  TBB is fork-safe and thread-safe.  Where it is
+    unavailable the fallback is ``workqueue``: fork-safe and without spinning,
+    but it aborts the process when two threads launch parallel kernels at
+    once, so fastsm then serialises its kernel calls with a lock.
+
+BLAS
+    Each Numba thread calls a single-threaded DGEMM on its own block, so BLAS
+    is limited to one thread while fastsm computes.  The limit is process-wide
+    (OpenBLAS has no per-thread setting), so concurrent fastsm calls share one
+    reference-counted limit and the last one out restores the user's setting.
+
+Interrupts
+    Long kernels run in a helper thread (they release the GIL) while the
+    calling thread waits; Ctrl-C in the caller sets a stop flag that the
+    kernel polls, waits for it to return, and re-raises ``KeyboardInterrupt``.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
+import glob
+import numbers
 import os
-from collections.abc import Iterator
+import sys
+import sysconfig
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import numba
+import numpy as np
 from threadpoolctl import ThreadpoolController
 
+_PRIORITY = ["tbb", "workqueue", "omp"]
+_TBB_NAMES = {"linux": "libtbb.so.12*", "darwin": "libtbb.12*.dylib", "win32": "tbb12*.dll"}
 
-@functools.lru_cache(maxsize=1)
-def _controller() -> ThreadpoolController:
-    # scanning the loaded libraries costs ~1 ms; do it once (libraries loaded
-    # later, e.g. by an import after the first call, are picked up by the
-    # next process only -- BLAS is loaded by numpy/scipy before any call here)
-    return ThreadpoolController()
+
+def _tbb_candidates() -> list[str]:
+    pattern = _TBB_NAMES.get(sys.platform, "libtbb.so.12*")
+    dirs = {os.path.join(sys.prefix, "lib"), os.path.join(sys.prefix, "Library", "bin")}
+    data = sysconfig.get_paths().get("data")
+    if data:
+        dirs.add(os.path.join(data, "lib"))
+    found: list[str] = []
+    for d in sorted(dirs):
+        found.extend(sorted(glob.glob(os.path.join(d, pattern)), key=len))
+    return found
+
+
+def _parallel_initialized() -> bool:
+    from numba.np.ufunc import parallel
+
+    return bool(parallel._is_initialized)
+
+
+def configure_threading_layer() -> None:
+    """Prefer TBB, then workqueue, over GNU OpenMP (see the module docstring).
+
+    Does nothing if the user chose a layer or a parallel kernel already ran.
+    """
+    if os.environ.get("NUMBA_THREADING_LAYER") or os.environ.get("NUMBA_THREADING_LAYER_PRIORITY"):
+        return
+    if numba.config.THREADING_LAYER != "default" or _parallel_initialized():
+        return
+    for path in _tbb_candidates():
+        try:
+            ctypes.CDLL(path, mode=getattr(ctypes, "RTLD_GLOBAL", 0))
+            break
+        except OSError:
+            continue
+    numba.config.THREADING_LAYER_PRIORITY = list(_PRIORITY)
+
+
+def threading_layer() -> str:
+    """The Numba threading layer fastsm runs on (``"tbb"``, ``"workqueue"`` or ``"omp"``).
+
+    Before the first parallel kernel has run, the layer Numba will choose is
+    determined by running a trivial parallel kernel.
+    """
+    if not _parallel_initialized():
+        _probe(np.zeros(2))
+    return numba.threading_layer()
+
+
+@numba.njit(parallel=True, cache=False)
+def _probe(x):  # pragma: no cover - trivial
+    for i in numba.prange(x.shape[0]):
+        x[i] = i
 
 
 def resolve_threads(threads: int | None) -> int:
     """Number of threads to use; ``None`` means all Numba threads."""
     if threads is None:
         return numba.config.NUMBA_NUM_THREADS
-    if isinstance(threads, bool) or not isinstance(threads, int):
+    if isinstance(threads, bool) or not isinstance(threads, numbers.Integral):
         raise TypeError(f"threads must be a positive int or None, got {threads!r}")
+    threads = int(threads)
     if threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
     return min(threads, numba.config.NUMBA_NUM_THREADS, os.cpu_count() or threads)
 
 
-@contextlib.contextmanager
-def thread_limits(threads: int | None, *, blas: str = "single") -> Iterator[int]:
-    """Set Numba and BLAS threads for the duration of a call.
+@functools.lru_cache(maxsize=1)
+def _controller() -> ThreadpoolController:
+    # scanning the loaded libraries costs ~1 ms; do it once (BLAS is loaded
+    # by numpy/scipy before any call here)
+    return ThreadpoolController()
 
-    ``blas="single"`` (kernel calls): Numba's pool does all the work and each
-    of its threads calls a single-threaded BLAS on its own row block, so two
-    spinning thread pools never fight over the cores.  ``blas="same"``
-    (plain NumPy/SciPy work such as ``fit``): BLAS gets the same count.
-    The previous settings are restored in ``finally``.
+
+class _SharedBlasLimit:
+    """One process-wide "BLAS at one thread" limit, reference-counted."""
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        self.lock = threading.Lock()
+        self.users = 0
+        self.limiter = None
+
+    def __enter__(self) -> None:
+        with self.lock:
+            if self.users == 0:
+                self.limiter = _controller().limit(limits=1, user_api="blas")
+            self.users += 1
+
+    def __exit__(self, *exc) -> None:
+        with self.lock:
+            self.users -= 1
+            if self.users == 0 and self.limiter is not None:
+                self.limiter.restore_original_limits()
+                self.limiter = None
+
+
+class _KernelLock:
+    """Serialises kernel launches where the threading layer is not thread-safe (workqueue)."""
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        self.lock = threading.RLock()
+
+    @contextlib.contextmanager
+    def held_if_needed(self) -> Iterator[None]:
+        if _parallel_initialized() and numba.threading_layer() != "workqueue":
+            yield
+            return
+        with self.lock:
+            yield
+
+
+_BLAS = _SharedBlasLimit()
+_KERNEL_LOCK = _KernelLock()
+
+
+def _after_fork_in_child() -> None:
+    # a lock held by another thread at fork time would never be released here
+    _BLAS._reset()
+    _KERNEL_LOCK._reset()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+class Compute:
+    """Handle passed to the body of :func:`compute`."""
+
+    def __init__(self, n_threads: int) -> None:
+        self.n_threads = n_threads
+        #: polled by long kernels; set to 1 on Ctrl-C
+        self.stop = np.zeros(1, dtype=np.int64)
+
+
+@contextlib.contextmanager
+def thread_limits(threads: int | None) -> Iterator[int]:
+    """Numba threads for the calling thread, BLAS at one thread, kernel lock.
+
+    Numba's thread count is thread-local; BLAS's limit is shared (see
+    :class:`_SharedBlasLimit`).  Everything is restored in ``finally``.
     """
     n = resolve_threads(threads)
     previous = numba.get_num_threads()
-    numba.set_num_threads(n)
-    try:
-        with _controller().limit(limits=1 if blas == "single" else n, user_api="blas"):
+    with _KERNEL_LOCK.held_if_needed(), _BLAS:
+        numba.set_num_threads(n)
+        try:
             yield n
-    finally:
-        numba.set_num_threads(previous)
+        finally:
+            numba.set_num_threads(previous)
+
+
+def run_interruptible(threads: int | None, body: Callable[[Compute], Any]) -> Any:
+    """Run ``body(handle)`` in a helper thread; Ctrl-C stops it promptly.
+
+    ``body`` makes the kernel calls (they release the GIL) and passes
+    ``handle.stop`` to the long ones.  On ``KeyboardInterrupt`` in the
+    caller, the flag is set, the helper is joined (it returns within one
+    evaluation round) and the interrupt is re-raised.
+    """
+    n = resolve_threads(threads)
+    handle = Compute(n)
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            with thread_limits(n):
+                box["result"] = body(handle)
+        except BaseException as exc:  # re-raised in the caller
+            box["error"] = exc
+
+    worker = threading.Thread(target=target, name="fastsm-kernel", daemon=True)
+    worker.start()
+    try:
+        while worker.is_alive():
+            worker.join(0.1)
+    except KeyboardInterrupt:
+        handle.stop[0] = 1
+        worker.join()
+        raise
+    if "error" in box:
+        raise box["error"]
+    return box.get("result")

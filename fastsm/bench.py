@@ -47,7 +47,7 @@ class BatchedObjective:
 
     def __init__(self, model, X, Y, method: str = "sm"):
         self.model, self.Y, self.method = model, Y, method
-        self.F, self.eta_x, self.xwx, _ = api._point_data(model, X, method)
+        self.F, self.eta_x, self.xwx, _, _ = api._point_data(model, X, method)
         self.M1, self.M2 = api._method_mats(model, method)
         self.val = np.empty(len(Y))
         self.grad = np.empty(Y.shape)
@@ -73,7 +73,7 @@ def dgemm_gflops(n: int, b: int, threads: int | None, repeat: int = 3) -> float:
     SciPy's BLAS driven by Numba threads over row blocks (the path our kernels
     use): the two bundled OpenBLAS builds differ by up to 2x here at N = 4000.
     """
-    from fastsm._kernels.objectives import blocked_gemm
+    from fastsm._kernels.gemm import blocked_gemm
     from fastsm._threads import thread_limits
 
     rng = np.random.default_rng(0)

@@ -17,6 +17,10 @@ FASTMATH_FLAGS: frozenset[str] = frozenset({"nsz", "arcp", "contract", "reassoc"
 #: Floor applied to the Schur complements eta (MATH §2); hits are counted.
 ETA_FLOOR_REL: float = 64.0 * 2.220446049250313e-16
 
+#: A test input whose kernel values k(x, x_i) are all below this is
+#: "extrapolated": the objective is flat at its start to working precision.
+EXTRAPOLATION_K: float = 1e-10
+
 #: Default maximum number of quasi-Newton iterations per test point ([SM] §5.2).
 DEFAULT_MAX_ITER: int = 50
 
@@ -30,6 +34,17 @@ DEFAULT_TRUST_RADIUS: float = 0.25
 DEFAULT_BATCH_SIZE: int = 1024
 
 
+#: Auto-parallelisation limited to explicit ``prange`` loops.  With Numba's
+#: defaults every array expression, allocation and ``.copy()`` inside a
+#: parallel kernel becomes a parfor of its own (compiled separately: most of
+#: the cold-start time) and array reductions change their summation order with
+#: the thread schedule.
+PRANGE_ONLY: dict[str, bool] = {
+    "prange": True, "comprehension": False, "reduction": False, "inplace_binop": False,
+    "setitem": False, "numpy": False, "stencil": False, "fusion": False,
+}
+
+
 def kernel(*, parallel: bool = False):
     """Decorator factory: ``numba.njit`` with the project's flags.
 
@@ -41,7 +56,7 @@ def kernel(*, parallel: bool = False):
     return numba.njit(
         cache=True,
         fastmath=set(FASTMATH_FLAGS),
-        parallel=parallel,
+        parallel=dict(PRANGE_ONLY) if parallel else False,
         nogil=True,
         error_model="numpy",
     )

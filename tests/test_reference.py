@@ -46,11 +46,16 @@ def _toy(name, lam):
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("case", ["toy1", "toy2", "dy16"])
 def test_predictions_agree_with_reference(method, case):
-    """Well-conditioned versions (lambda = 1e-2): at the papers' lambda = 1e-4 the minimisers are
-    only determined to ~1e-3 in float64 (fastsm differs from itself by that much when only the
-    GEMM blocking changes), so no implementation can agree to 1e-6 there (see docs/accuracy.md)."""
+    """What rounding determines, with measured margins.
+
+    Even at lambda = 1e-2 the SMTGP minima are flat: the two optimisers stop at points whose
+    objectives agree to 3e-10 relative while y differs by up to 2.7e-6 (measured on toy1 and
+    dy16 with 1 and 2 threads).  So the objective is compared tightly (neither side may be
+    better than the other by more than 1e-8 relative, 30x the measured spread) and y loosely
+    (3e-5, 11x the measured spread).  At the papers' lambda = 1e-4 the minimisers are only
+    determined to ~1e-3 (docs/accuracy.md).
+    """
     if case == "dy16":
-        # at lambda = 1e-2 IKL agrees to 1.6e-6 (its objective's rounding noise); 3e-2 is well-conditioned
         Xtr, Xte, Ytr, _, p = problem(16, n_train=150, n_test=20, lam=3e-2, alpha=0.5)
     else:
         Xtr, Xte, Ytr, p = _toy(case, 1e-2)
@@ -59,11 +64,14 @@ def test_predictions_agree_with_reference(method, case):
     kw = dict(init=Y0, max_iter=1000, tol=1e-10, trust_radius=0.02)
     ours = tgp.predict(m, Xte, method=method, **kw)
     # the same fitted model: the twin of predict is compared, not numpy.linalg.inv against potri
-    # (the fits are compared in test_objectives_agree_with_reference); with the twin's own fit
-    # the flattest SM minima move by up to 1.5e-6 under the fits' 1e-11 objective differences
     ref = reference.tgp.predict(m, Xte, method=method, **kw)
-    assert ours.converged.all()
-    np.testing.assert_allclose(ours.y, ref.y, atol=1e-6)
+    f_ours = ours.criterion
+    f_ref = reference.tgp.objective(m, Xte, ref.y, method=method) if method != "sm" else ref.criterion
+    scale = np.abs(f_ref).max()
+    assert np.all(np.abs(f_ours - f_ref) <= 1e-8 * scale)
+    np.testing.assert_allclose(ours.y, ref.y, atol=3e-5)
+    # a point may stop at max_iter while wandering in rounding noise at the minimum (issue 7)
+    assert ours.converged.mean() >= 0.9
 
 
 @pytest.mark.parametrize("method", METHODS)

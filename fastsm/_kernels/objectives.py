@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
+from fastsm._kernels.gemm import gemm_rows, row_block
 from fastsm._kernels.rank_one import bordered_inverse
 from fastsm._kernels.rbf import contract_jacobian
 from fastsm.config import kernel
@@ -93,6 +94,47 @@ def point_value_grad(method, y, Z, k, P1, P2, F, eta_x, xwx, gamma, kyy, kxx, al
 
 
 @kernel()
+def _cholesky(M):
+    """Lower Cholesky factor of an SPD matrix by plain loops (reference path).
+
+    Loops rather than ``np.linalg.cholesky`` keep the compile time of the
+    O(N^3) reference objective below a second.  Returns ``(L, ok)``.
+    """
+    n = M.shape[0]
+    L = np.zeros((n, n))
+    for j in range(n):
+        s = M[j, j]
+        for k in range(j):
+            s -= L[j, k] * L[j, k]
+        if not s > 0.0:
+            return L, False
+        L[j, j] = np.sqrt(s)
+        for i in range(j + 1, n):
+            t = M[i, j]
+            for k in range(j):
+                t -= L[i, k] * L[j, k]
+            L[i, j] = t / L[j, j]
+    return L, True
+
+
+@kernel()
+def _cholesky_solve(L, b):
+    n = L.shape[0]
+    z = np.empty(n)
+    for i in range(n):
+        t = b[i]
+        for k in range(i):
+            t -= L[i, k] * z[k]
+        z[i] = t / L[i, i]
+    for i in range(n - 1, -1, -1):
+        t = z[i]
+        for k in range(i + 1, n):
+            t -= L[k, i] * z[k]
+        z[i] = t / L[i, i]
+    return z
+
+
+@kernel()
 def sm_cubic_point(ky, kx, Kyinv, Kxinv, logdet_y, logdet_x, kyy, kxx, alpha):
     """SM divergence ``D(p_X : p_Y)`` by the Nielsen–Nock form, O(N^3).
 
@@ -104,35 +146,32 @@ def sm_cubic_point(ky, kx, Kyinv, Kxinv, logdet_y, logdet_x, kyy, kxx, alpha):
     ``(log rho^2, A[:, N], eta_y)`` with ``A = Sq^-1 - Sq^-1 M^-1 Sq^-1``, from
     which the caller forms the value (constants kept) and gradient.  Reference only: the
     quadratic form (Eq. 16) has the same argmin at O(N^2) per evaluation.
+    ``log rho^2`` is NaN if ``M`` is not numerically positive definite.
     """
     a = alpha
     n = Kyinv.shape[0]
     Sp_inv, eta_x = bordered_inverse(Kxinv, kx, kxx)
     Sq_inv, eta_y = bordered_inverse(Kyinv, ky, kyy)
     M = a * Sp_inv + (1.0 - a) * Sq_inv
-    L = np.linalg.cholesky(M)
+    L, ok = _cholesky(M)
+    e = np.empty(n + 1)
+    for i in range(n + 1):
+        e[i] = Sq_inv[i, n]
+    if not ok:
+        return np.nan, e, eta_y
     logdet_m = 0.0
     for i in range(n + 1):
         logdet_m += 2.0 * np.log(L[i, i])
     log_rho2 = -(a * (logdet_x + np.log(eta_x)) + (1.0 - a) * (logdet_y + np.log(eta_y)) + logdet_m)
     # d log rho^2 / dy = -2 (1-a) A[:N, N]^T J, A = Sq^-1 - Sq^-1 M^-1 Sq^-1
-    e = np.ascontiguousarray(Sq_inv[:, n])
-    z = np.linalg.solve(M, e)
-    col = e - Sq_inv @ z
+    z = _cholesky_solve(L, e)
+    col = e.copy()
+    for i in range(n + 1):
+        t = 0.0
+        for j in range(n + 1):
+            t += Sq_inv[i, j] * z[j]
+        col[i] -= t
     return log_rho2, col, eta_y
-
-
-@kernel()
-def row_block(m):
-    """Rows per block of the blocked GEMMs: a function of ``m`` only.
-
-    Never of the thread count, so results are bitwise independent of it.
-    """
-    if m >= 2048:
-        return 256
-    if m >= 512:
-        return 128
-    return 64
 
 
 @kernel()
@@ -147,105 +186,82 @@ def _fill_cross(A, Z, gamma, K, r0, r1):
             K[r, j] = np.exp(-gamma * s)
 
 
-@kernel(parallel=True)
-def blocked_gemm(A, M, out):
-    """``out = A @ M`` by fixed row blocks, one single-threaded DGEMM each.
-
-    One thread pool (Numba's) does all the work: no contention with BLAS's
-    own threads, which the callers limit to one.
-    """
-    m = A.shape[0]
-    bs = row_block(m)
-    nb = (m + bs - 1) // bs
-    for b in prange(nb):
-        r0 = b * bs
-        r1 = min(m, r0 + bs)
-        out[r0:r1] = np.dot(A[r0:r1], M)
+@kernel()
+def workspace(m, n):
+    """Scratch for :func:`evaluate_rows` / :func:`log_certainty_rows`: kernel rows and two products."""
+    return np.empty((3, m, n))
 
 
 @kernel(parallel=True)
 def evaluate_rows(method, idx, Yt, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F, eta_x, xwx,
-                  logdet_y, logdet_x, Kbuf, value, grad, eta_y, eta_xy, hits):
+                  logdet_y, logdet_x, work, value, grad, eta_y, eta_xy, hits, cubic):
     """Evaluate objective and gradient at ``Yt[r]`` for points ``idx[r]``.
 
     Row ``r`` of the outputs belongs to trial point ``Yt[r]`` of test point
     ``idx[r]`` (whose fixed data is row ``idx[r]`` of ``F``/``eta_x``/``xwx``).
-    ``M1``/``M2`` are the method's precomputed ``N×N`` matrices.  One
-    parallel loop over fixed row blocks: kernel rows, then the block's two
-    DGEMMs (BLAS-3), then the O(N·dy) per-point work.
+    ``M1``/``M2`` are the method's precomputed ``N×N`` matrices; ``work`` is
+    a :func:`workspace` of at least ``len(idx)`` rows.  One parallel loop over
+    fixed row blocks: kernel rows, then the block's two DGEMMs (BLAS-3),
+    then the O(N·dy) per-point work.
+
+    ``cubic`` is ``None``, or ``K_X^-1`` for the O(N^3) reference form
+    (``method == SM_CUBIC``).  Being ``None`` at compile time removes that
+    branch (Numba prunes ``is None`` tests on arguments), so the fast path
+    does not pay its compile time.
     """
     m = idx.shape[0]
     bs = row_block(m)
     nb = (m + bs - 1) // bs
     for b in prange(nb):
-        r0 = b * bs
-        r1 = min(m, r0 + bs)
-        _fill_cross(Yt, Z, gamma, Kbuf, r0, r1)
-        K = Kbuf[r0:r1]
-        if method == SM_CUBIC:
-            for r in range(r0, r1):
-                p = idx[r]
-                v, ey = _cubic_value_grad(Yt[r], Z, Kbuf[r], F[p], M1, M2, logdet_y, logdet_x,
-                                          kyy, kxx, alpha, beta, gamma, grad[r])
-                value[r] = v
-                eta_y[r] = ey
-                eta_xy[r] = np.nan
-                hits[r] = 0
-            continue
-        P1 = np.dot(K, M1)
-        if method == KL:
-            P2 = P1
-        else:
-            P2 = np.dot(K, M2)
+        # the loop body is one call: a parfor compiles its body inline, and a
+        # large inline body costs seconds of cold start
+        _evaluate_block(method, b * bs, min(m, b * bs + bs), idx, Yt, Z, gamma, kyy, kxx, alpha, beta, floor,
+                        M1, M2, F, eta_x, xwx, logdet_y, logdet_x, work, value, grad, eta_y, eta_xy, hits, cubic)
+
+
+@kernel()
+def _evaluate_block(method, r0, r1, idx, Yt, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F, eta_x, xwx,
+                    logdet_y, logdet_x, work, value, grad, eta_y, eta_xy, hits, cubic):
+    Kbuf = work[0]
+    _fill_cross(Yt, Z, gamma, Kbuf, r0, r1)
+    if cubic is not None:
         for r in range(r0, r1):
             p = idx[r]
-            v, ey, exy, h = point_value_grad(method, Yt[r], Z, Kbuf[r], P1[r - r0], P2[r - r0], F[p],
-                                             eta_x[p], xwx[p], gamma, kyy, kxx, alpha, beta, floor, grad[r])
+            v, ey = _cubic_value_grad(Yt[r], Z, Kbuf[r], F[p], M1, cubic, logdet_y, logdet_x,
+                                      kyy, kxx, alpha, beta, gamma, grad[r])
             value[r] = v
             eta_y[r] = ey
-            eta_xy[r] = exy
-            hits[r] = h
+            eta_xy[r] = np.nan
+            hits[r] = 0
+        return
+    P1 = work[1]
+    gemm_rows(Kbuf[r0:r1], M1, P1[r0:r1])
+    if method == KL:
+        P2 = P1
+    else:
+        P2 = work[2]
+        gemm_rows(Kbuf[r0:r1], M2, P2[r0:r1])
+    for r in range(r0, r1):
+        p = idx[r]
+        v, ey, exy, h = point_value_grad(method, Yt[r], Z, Kbuf[r], P1[r], P2[r], F[p],
+                                         eta_x[p], xwx[p], gamma, kyy, kxx, alpha, beta, floor, grad[r])
+        value[r] = v
+        eta_y[r] = ey
+        eta_xy[r] = exy
+        hits[r] = h
 
 
 @kernel()
 def _cubic_value_grad(y, Z, ky, kx, Kyinv, Kxinv, logdet_y, logdet_x, kyy, kxx, alpha, beta, gamma, grad):
     log_rho2, col, eta_y = sm_cubic_point(ky, kx, Kyinv, Kxinv, logdet_y, logdet_x, kyy, kxx, alpha)
     a = alpha
-    n = Z.shape[0]
     if beta == 1.0:
         value = -log_rho2 / (2.0 * (1.0 - a))
         dl = -1.0 / (2.0 * (1.0 - a))
     else:
         c = (1.0 - beta) / (2.0 * (1.0 - a))
-        value = (np.exp(c * log_rho2) - 1.0) / (beta - 1.0)
+        value = np.expm1(c * log_rho2) / (beta - 1.0)
         dl = c * np.exp(c * log_rho2) / (beta - 1.0)
     coef = dl * (-2.0 * (1.0 - a))
-    contract_jacobian(y, Z, ky, gamma, coef, col[:n], 0.0, col[:n], 0.0, col[:n], False, grad)
+    contract_jacobian(y, Z, ky, gamma, coef, col, 0.0, col, 0.0, col, False, grad)
     return value, eta_y
-
-
-@kernel(parallel=True)
-def log_certainty_rows(Yt, Z, gamma, kyy, kxx, alpha, floor, Kyinv, Kxyinv, W, eta_x, xwx, Kbuf, out):
-    """``log phi_a = (1-a) log eta_x + a log eta_y - log eta_xy`` ([SM] §4.2)."""
-    m = Yt.shape[0]
-    n = Z.shape[0]
-    a = alpha
-    bs = row_block(m)
-    nb = (m + bs - 1) // bs
-    for b in prange(nb):
-        r0 = b * bs
-        r1 = min(m, r0 + bs)
-        _fill_cross(Yt, Z, gamma, Kbuf, r0, r1)
-        K = Kbuf[r0:r1]
-        P1 = np.dot(K, Kyinv)
-        P2 = np.dot(K, Kxyinv)
-        for r in range(r0, r1):
-            ey = kyy - _dot(Kbuf[r], P1[r - r0], n, 0)
-            if not ey > floor:
-                ey = floor
-            q = (1.0 - a) * (1.0 - a) * xwx[r] + 2.0 * a * (1.0 - a) * _dot(Kbuf[r], W[r], n, 0) \
-                + a * a * _dot(Kbuf[r], P2[r - r0], n, 0)
-            exy = (1.0 - a) * kxx + a * kyy - q
-            if not exy > floor:
-                exy = floor
-            out[r] = (1.0 - a) * np.log(eta_x[r]) + a * np.log(ey) - np.log(exy)

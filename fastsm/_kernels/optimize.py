@@ -4,7 +4,9 @@ All points that need an objective evaluation (first evaluation or a
 line-search trial) are evaluated together by
 :func:`~fastsm._kernels.objectives.evaluate_rows` (two GEMMs); the per-point
 bookkeeping (direction, Armijo test, BFGS update of a ``dy×dy`` inverse
-Hessian) runs in ``prange``.  Points leave the active set when they
+Hessian) is O(dy^2) per point and runs serially: it is negligible beside
+the O(N^2) evaluations, and a serial driver compiles in a third of the time
+of a parallel one (the cold start).  Points leave the active set when they
 converge.
 
 Every step is capped at a trust radius ``max_step`` (Euclidean norm): far
@@ -15,10 +17,9 @@ quasi-Newton step can jump onto that plateau, out of the basin of its start.
 from __future__ import annotations
 
 import numpy as np
-from numba import prange
 
 from fastsm._kernels.linesearch import approx_wolfe_accept_min, armijo_accept_min, backtrack
-from fastsm._kernels.objectives import evaluate_rows
+from fastsm._kernels.objectives import evaluate_rows, workspace
 from fastsm.config import kernel
 
 #: Line-search trials per iteration before the direction is declared useless.
@@ -40,10 +41,16 @@ def _compact(mask):
     return out
 
 
-@kernel(parallel=True)
+@kernel()
 def minimize_batch(method, Y0, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F, eta_x, xwx,
-                   logdet_y, logdet_x, max_iter, xtol, max_step, use_bfgs):
+                   logdet_y, logdet_x, max_iter, xtol, max_step, use_bfgs, stop, cubic):
     """Minimise the TGP objective of every point, starting from ``Y0``.
+
+    ``stop`` is a one-element int64 array polled before every evaluation
+    round: a non-zero value (set by another thread, e.g. on Ctrl-C) ends the
+    run with the points still active marked unconverged.  ``cubic``: see
+    :func:`~fastsm._kernels.objectives.evaluate_rows`.  A point whose
+    step or objective becomes non-finite stops unconverged.
 
     Returns ``(Y, f, n_iter, n_eval, converged, floor_hits)``.
     """
@@ -65,7 +72,7 @@ def minimize_batch(method, Y0, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F
     converged = np.zeros(B, dtype=np.bool_)
     active = np.ones(B, dtype=np.bool_)
 
-    Kbuf = np.empty((B, n))
+    work = workspace(B, n)
     Yt = np.empty((B, d))
     ft = np.empty(B)
     Gt = np.empty((B, d))
@@ -75,8 +82,8 @@ def minimize_batch(method, Y0, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F
 
     idx = np.arange(B)
     evaluate_rows(method, idx, Y, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F, eta_x, xwx,
-                  logdet_y, logdet_x, Kbuf, f, G, ey, exy, ht)
-    for p in prange(B):
+                  logdet_y, logdet_x, work, f, G, ey, exy, ht, cubic)
+    for p in range(B):
         hits[p] += ht[p]
         gmax = 0.0
         for c in range(d):
@@ -88,12 +95,14 @@ def minimize_batch(method, Y0, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F
             converged[p] = True
 
     for _ in range(max_iter):
+        if stop[0] != 0:
+            break
         act = _compact(active)
         na = act.shape[0]
         if na == 0:
             break
         # search directions
-        for r in prange(na):
+        for r in range(na):
             p = act[r]
             gn = 0.0
             for c in range(d):
@@ -123,6 +132,9 @@ def minimize_batch(method, Y0, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F
                 pn += P[p, c] * P[p, c]
                 sl += P[p, c] * G[p, c]
             pn = np.sqrt(pn)
+            if not (np.isfinite(pn) and np.isfinite(sl)):
+                active[p] = False  # overflowing direction: stop, unconverged
+                continue
             if pn > max_step:
                 for c in range(d):
                     P[p, c] *= max_step / pn
@@ -132,19 +144,22 @@ def minimize_batch(method, Y0, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F
 
         searching = np.zeros(B, dtype=np.bool_)
         for r in range(na):
-            searching[act[r]] = True
+            searching[act[r]] = active[act[r]]
         for _ls in range(MAX_LINESEARCH):
+            if stop[0] != 0:
+                break
             ls = _compact(searching)
             nl = ls.shape[0]
             if nl == 0:
                 break
-            for r in prange(nl):
+            for r in range(nl):
                 p = ls[r]
                 for c in range(d):
                     Yt[r, c] = Y[p, c] + t[p] * P[p, c]
             evaluate_rows(method, ls, Yt[:nl], Z, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F,
-                          eta_x, xwx, logdet_y, logdet_x, Kbuf, ft[:nl], Gt[:nl], ey[:nl], exy[:nl], ht[:nl])
-            for r in prange(nl):
+                          eta_x, xwx, logdet_y, logdet_x, work, ft[:nl], Gt[:nl], ey[:nl], exy[:nl], ht[:nl],
+                          cubic)
+            for r in range(nl):
                 p = ls[r]
                 n_eval[p] += 1
                 hits[p] += ht[r]
@@ -159,8 +174,13 @@ def minimize_batch(method, Y0, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F
                 else:
                     step = 0.0
                     for c in range(d):
-                        step = max(step, abs(t[p] * P[p, c]))
-                    if step < 0.1 * xtol:
+                        v = abs(t[p] * P[p, c])
+                        if not v <= step:  # NaN propagates
+                            step = v
+                    if not np.isfinite(step):
+                        searching[p] = False
+                        active[p] = False
+                    elif step < 0.1 * xtol:
                         # no decrease at a step below tolerance: stationary to
                         # precision unless the quasi-Newton direction was stale
                         searching[p] = False

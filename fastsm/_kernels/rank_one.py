@@ -24,9 +24,14 @@ def bordered_inverse(Kinv, k, kzz):
     Returns ``(Kinv_new, eta)``; ``Kinv_new`` is ``(N+1)×(N+1)``.
     """
     n = Kinv.shape[0]
-    k = np.ascontiguousarray(k)
-    u = Kinv @ k
-    eta = kzz - np.dot(k, u)
+    u = np.empty(n)
+    eta = kzz
+    for i in range(n):
+        t = 0.0
+        for j in range(n):
+            t += Kinv[i, j] * k[j]
+        u[i] = t
+        eta -= k[i] * t
     out = np.empty((n + 1, n + 1))
     inv_eta = 1.0 / eta
     for i in range(n):

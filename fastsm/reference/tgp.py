@@ -14,7 +14,8 @@ from scipy.optimize import BFGS, minimize
 from scipy.spatial.distance import cdist
 
 from fastsm import config
-from fastsm.tgp.api import _check_inputs, _check_model, _pairs, _ridge
+from fastsm.tgp.api import _check_inputs, _check_model, _pairs, _sm_value
+from fastsm.tgp.fitting import ridge
 from fastsm.tgp.model import Prediction, TGPModel, TGPParams
 
 
@@ -33,17 +34,16 @@ def fit(X, Y, params: TGPParams | None = None, *, methods=("kl", "ikl", "sm"), t
     Kx_inv, Ky_inv, Kxy_inv = np.linalg.inv(Kx), np.linalg.inv(Ky), np.linalg.inv(Kxy)
     C = Ky_inv @ Kx @ Ky_inv if "ikl" in methods else None
     spread = float(np.sqrt(np.sum(np.var(Y, axis=0)))) or 1.0
-    return TGPModel(
-        X=np.ascontiguousarray(X), Y=np.ascontiguousarray(Y), params=p, Kx_inv=Kx_inv, Ky_inv=Ky_inv,
-        Kxy_inv=Kxy_inv, C=C, logdet_x=np.linalg.slogdet(Kx)[1], logdet_y=np.linalg.slogdet(Ky)[1],
-        logdet_xy=np.linalg.slogdet(Kxy)[1], y_spread=spread, ridge_coef=_ridge(X, Y),
-    )
+    parts = dict(Kx_inv=Kx_inv, Ky_inv=Ky_inv, Kxy_inv=Kxy_inv, C=C, logdet_x=np.linalg.slogdet(Kx)[1],
+                 logdet_y=np.linalg.slogdet(Ky)[1], logdet_xy=np.linalg.slogdet(Kxy)[1], y_spread=spread,
+                 ridge_coef=ridge(X, Y))
+    return TGPModel._from_parts(X, Y, p, tuple(methods), parts)
 
 
-def _point_objective(model: TGPModel, x: np.ndarray, method: str):
-    """``f(y) -> (value, gradient)`` for one test input, NumPy matvecs."""
+def _point_objective(model: TGPModel, x: np.ndarray, method: str, beta: float | None = None):
+    """``f(y) -> (value, gradient)`` for one test input, NumPy matvecs (``beta`` overrides the model's)."""
     p = model.params
-    a, b = p.alpha, p.beta
+    a, b = p.alpha, (p.beta if beta is None else beta)
     kyy, kxx = 1.0 + p.lambda_y, 1.0 + p.lambda_x
     kx = _rbf(x[None, :], model.X, p.gamma_x)[0]
     ux = model.Kx_inv @ kx
@@ -152,8 +152,10 @@ def predict(model, X, *, method="sm", init=None, max_iter=config.DEFAULT_MAX_ITE
         Y0 = np.asarray(init, dtype=float).reshape(n, dy)
     radius = trust_radius * model.y_spread
     out = {k: [] for k in ("y", "f", "it", "ev", "cv")}
+    # SMTGP: the beta = 1 transform is minimised, as in fastsm (its argmin is beta-free, [SM] Lemma 4.2)
+    beta = 1.0 if method in ("sm", "sm_cubic") else None
     for i in range(n):
-        f, _ = _point_objective(model, X[i], method)
+        f, _ = _point_objective(model, X[i], method, beta)
         f0, g0 = f(Y0[i])
         gnorm = float(np.linalg.norm(g0)) or 1.0
         if optimizer == "bfgs":
@@ -166,9 +168,14 @@ def predict(model, X, *, method="sm", init=None, max_iter=config.DEFAULT_MAX_ITE
         for k, v in zip(("y", "f", "it", "ev", "cv"), (y, fv, it, ev, cv), strict=True):
             out[k].append(v)
     Y = np.array(out["y"]).reshape(n, dy)
-    return Prediction(y=Y, log_certainty=certainty(model, X, Y), n_iter=np.array(out["it"]),
-                      n_eval=np.array(out["ev"]), converged=np.array(out["cv"]), objective=np.array(out["f"]),
-                      n_eta_floor=np.zeros(n, dtype=np.int64), method=method)
+    crit = np.array(out["f"], dtype=float)
+    extrapolated = _rbf(X, model.X, model.params.gamma_x).max(axis=1) < config.EXTRAPOLATION_K
+    lc = certainty(model, X, Y)
+    lc[extrapolated] = -np.inf
+    return Prediction(y=Y, log_certainty=lc, n_iter=np.array(out["it"]), n_eval=np.array(out["ev"]),
+                      converged=np.array(out["cv"]) & ~extrapolated,
+                      objective=_sm_value(crit, method, model.params.beta), criterion=crit,
+                      n_eta_floor=np.zeros(n, dtype=np.int64), extrapolated=extrapolated, method=method)
 
 
 def _gd(f, y, fy, g, max_iter, xtol, radius):

@@ -8,61 +8,26 @@ numerical work happens in :mod:`fastsm._kernels`.
 
 from __future__ import annotations
 
+import warnings
 from typing import Literal
 
 import numpy as np
-from scipy.linalg import lapack
 
 from fastsm import config
 from fastsm._kernels import objectives as obj
+from fastsm._kernels.gemm import blocked_gemm
 from fastsm._kernels.optimize import minimize_batch
 from fastsm._kernels.rank_one import schur_rows
-from fastsm._kernels.rbf import rbf_cross, rbf_gram
-from fastsm._threads import thread_limits
+from fastsm._kernels.rbf import rbf_cross
+from fastsm._threads import Compute, run_interruptible
 from fastsm._validation import as_2d, check_choice, check_int, check_scalar
+from fastsm.tgp.fitting import METHODS, check_training, factorize
 from fastsm.tgp.model import Prediction, TGPModel, TGPParams
 
 Method = Literal["sm", "kl", "ikl", "sm_cubic"]
-METHODS: tuple[str, ...] = ("sm", "kl", "ikl", "sm_cubic")
 _METHOD_CODE = {"kl": obj.KL, "ikl": obj.IKL, "sm": obj.SM, "sm_cubic": obj.SM_CUBIC}
-
-
-def spd_inverse(K: np.ndarray, name: str, lam_name: str) -> tuple[np.ndarray, float]:
-    """Inverse and log-determinant of an SPD matrix by Cholesky (LAPACK potrf/potri).
-
-    Raises
-    ------
-    ValueError
-        If ``K`` is not numerically positive definite (e.g. duplicate
-        training points with a zero regulariser).
-    """
-    L, info = lapack.dpotrf(K, lower=1, clean=1)
-    if info != 0:
-        raise ValueError(
-            f"{name} is not positive definite (Cholesky failed at column {info}); "
-            f"duplicate or near-duplicate training points need {lam_name} > 0"
-        )
-    diag = np.diag(L)
-    logdet = 2.0 * float(np.sum(np.log(diag)))
-    inv, info = lapack.dpotri(L, lower=1)
-    if info != 0:  # pragma: no cover - potrf succeeded, potri cannot fail
-        raise ValueError(f"{name} could not be inverted (LAPACK info {info})")
-    inv = np.tril(inv)
-    inv = inv + np.tril(inv, -1).T
-    if not np.all(np.isfinite(inv)):
-        raise ValueError(f"{name} is numerically singular; increase {lam_name}")
-    return np.ascontiguousarray(inv), logdet
-
-
-def _ridge(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
-    """Ridge regression with an unpenalised bias: Bo & Sminchisescu's start."""
-    n, dx = X.shape
-    Xa = np.hstack([X, np.ones((n, 1))])
-    Xc = X - X.mean(axis=0)
-    r = 1e-6 * max(float(np.mean(np.sum(Xc * Xc, axis=0))), 1e-300)
-    A = Xa.T @ Xa
-    A[np.arange(dx), np.arange(dx)] += r
-    return np.linalg.solve(A, Xa.T @ Y)
+#: Iteration counts above this are accepted and treated as "no limit".
+_MAX_ITER_CAP = 2**62
 
 
 def fit(
@@ -70,7 +35,7 @@ def fit(
     Y,
     params: TGPParams | None = None,
     *,
-    methods: tuple[str, ...] = ("kl", "ikl", "sm"),
+    methods: tuple[str, ...] | None = ("kl", "ikl", "sm"),
     threads: int | None = None,
 ) -> TGPModel:
     """Precompute a twin-GP model from training data.
@@ -83,46 +48,22 @@ def fit(
         Training outputs.
     params : TGPParams, optional
         Hyperparameters; defaults to ``TGPParams()`` ([SM] Table 1, Toy 1).
-    methods : tuple of str
-        Methods the model must serve; ``"ikl"`` adds ``C = K_Y^-1 K_X K_Y^-1``
-        (two extra N^3 products).
+    methods : tuple of str, str or None
+        Methods the model must serve (``None``: KL, IKL and SM); ``"ikl"``
+        adds ``C = K_Y^-1 K_X K_Y^-1`` (two extra N^3 products).
     threads : int, optional
-        Threads for the O(N^3) factorisations (restored afterwards).
+        Numba threads for the kernel matrices and ``C``.  The Cholesky
+        factorisations run on one BLAS thread so that the model is bitwise
+        the same for every thread count (:mod:`fastsm.tgp.fitting`).
 
     Returns
     -------
     TGPModel
+        Holds private read-only copies of ``X``, ``Y`` and the factors.
     """
     params = TGPParams() if params is None else params
-    if not isinstance(params, TGPParams):
-        raise TypeError(f"params must be a TGPParams, got {type(params).__name__}")
-    X = as_2d("X", X)
-    Y = as_2d("Y", Y)
-    if X.shape[0] != Y.shape[0]:
-        raise ValueError(f"X and Y must have the same number of rows, got {X.shape[0]} and {Y.shape[0]}")
-    if isinstance(methods, str):
-        methods = (methods,)
-    for m in methods:
-        check_choice("methods", m, METHODS)
-    p = params
-    Kx = rbf_gram(X, p.gamma_x, p.lambda_x)
-    Ky = rbf_gram(Y, p.gamma_y, p.lambda_y)
-    Kxy = (1.0 - p.alpha) * Kx + p.alpha * Ky
-    with thread_limits(threads, blas="same"):
-        Kx_inv, ld_x = spd_inverse(Kx, "K_X", "lambda_x")
-        Ky_inv, ld_y = spd_inverse(Ky, "K_Y", "lambda_y")
-        Kxy_inv, ld_xy = spd_inverse(Kxy, "K_XY", "lambda_x or lambda_y")
-        C = None
-        if "ikl" in methods:
-            C = Ky_inv @ (Kx @ Ky_inv)
-            C = np.ascontiguousarray(0.5 * (C + C.T))
-    spread = float(np.sqrt(np.sum(np.var(Y, axis=0))))
-    if spread == 0.0:
-        spread = 1.0
-    return TGPModel(
-        X=X, Y=Y, params=p, Kx_inv=Kx_inv, Ky_inv=Ky_inv, Kxy_inv=Kxy_inv, C=C,
-        logdet_x=ld_x, logdet_y=ld_y, logdet_xy=ld_xy, y_spread=spread, ridge_coef=_ridge(X, Y),
-    )
+    X, Y, methods = check_training(X, Y, params, methods)
+    return TGPModel._from_parts(X, Y, params, methods, factorize(X, Y, params, methods, threads))
 
 
 def _check_model(model) -> TGPModel:
@@ -144,10 +85,14 @@ def _floor(model: TGPModel) -> float:
 
 
 def _point_data(model: TGPModel, Xb: np.ndarray, method: str):
-    """Per-point data that depends on x only (MATH §2): F, eta_x, k_x^T w_x, w_x."""
+    """Per-point data that depends on x only (MATH §2).
+
+    Returns ``F, eta_x, k_x^T w_x, w_x, extrapolated``.
+    """
     p = model.params
     Kx = np.empty((Xb.shape[0], model.n_train))
     rbf_cross(Xb, model.X, p.gamma_x, Kx)
+    extrapolated = Kx.max(axis=1) < config.EXTRAPOLATION_K
     Ux = _times(Kx, model.Kx_inv)
     eta_x = np.empty(Xb.shape[0])
     schur_rows(Kx, Ux, 1.0 + p.lambda_x, _floor(model), eta_x)
@@ -161,12 +106,12 @@ def _point_data(model: TGPModel, Xb: np.ndarray, method: str):
         F = W
     else:
         F = Kx
-    return F, eta_x, xwx, W
+    return F, eta_x, xwx, W, extrapolated
 
 
 def _times(A: np.ndarray, M: np.ndarray) -> np.ndarray:
     out = np.empty((A.shape[0], M.shape[1]))
-    obj.blocked_gemm(A, M, out)
+    blocked_gemm(A, M, out)
     return out
 
 
@@ -177,14 +122,26 @@ def _method_mats(model: TGPModel, method: str):
         return model.Ky_inv, model.C
     if method == "sm":
         return model.Ky_inv, model.Kxy_inv
-    if method == "sm_cubic":
-        return model.Ky_inv, model.Kx_inv
     return model.Ky_inv, model.Ky_inv
 
 
 def _batches(n: int, batch_size: int):
     for s in range(0, n, batch_size):
         yield s, min(n, s + batch_size)
+
+
+def _sm_value(criterion: np.ndarray, method: str, beta: float) -> np.ndarray:
+    """SM objective from the beta-free criterion ``R = -s / (2(1-a))`` (beta = 1 form).
+
+    Quadratic form: ``exp((beta-1) R) / (beta-1)``; cubic (full divergence):
+    ``expm1((beta-1) R) / (beta-1)``.  May under/overflow: that is the value.
+    """
+    if method not in ("sm", "sm_cubic") or beta == 1.0:
+        return criterion.copy()
+    with np.errstate(over="ignore", under="ignore"):
+        if method == "sm":
+            return np.exp((beta - 1.0) * criterion) / (beta - 1.0)
+        return np.expm1((beta - 1.0) * criterion) / (beta - 1.0)
 
 
 def predict(
@@ -211,16 +168,20 @@ def predict(
     method : {"sm", "kl", "ikl", "sm_cubic"}
         SMTGP (quadratic form, [SM] Eq. 16), KLTGP (Eq. 5), IKLTGP (Eq. 7), or
         SMTGP through the O(N^3) Nielsen–Nock form (Eq. 9, reference only).
+        SMTGP minimises the beta-free transform ``-s / (2(1-a))`` (its argmin
+        does not depend on beta, [SM] Lemma 4.2); ``Prediction.objective``
+        reports the SM value at the result.
     init : None, "linear", "kl" or array_like (n, dy)
         Start.  ``None``: ``"linear"`` (ridge regression) for KL/IKL and
         ``"kl"`` (the KLTGP prediction, [SM] §5.2) for SM.
     max_iter : int
         Maximum optimiser iterations per point (default 50, as [SM] §5.2).
     tol : float
-        A point has converged when its last step is at most
+        A point has converged when its last full step is at most
         ``tol * model.y_spread`` in every coordinate.
     threads : int, optional
-        Numba and BLAS threads for this call (restored afterwards).
+        Numba threads for this call (BLAS runs single-threaded inside them).
+        Results are bitwise the same for every thread count.
     optimizer : {"bfgs", "gd"}
         Quasi-Newton (BFGS on the inverse Hessian) or gradient descent.
     trust_radius : float
@@ -228,17 +189,26 @@ def predict(
         in the basin of its start.
     batch_size : int
         Test points optimised together (bounds memory at about
-        ``6 * batch_size * N`` doubles).
+        ``8 * batch_size * N`` doubles).  Results do not depend on it on
+        this machine's OpenBLAS (docs/accuracy.md).
 
     Returns
     -------
     Prediction
+        Test inputs outside the training data's kernel support are flagged
+        ``extrapolated`` (their ``log_certainty`` is ``-inf``) and a
+        ``RuntimeWarning`` says how many there were.
+
+    Notes
+    -----
+    Ctrl-C interrupts the call within one evaluation round and raises
+    ``KeyboardInterrupt``.
     """
     model = _check_model(model)
     X = _check_inputs(model, X)
     check_choice("method", method, METHODS)
     check_choice("optimizer", optimizer, ("bfgs", "gd"))
-    max_iter = check_int("max_iter", max_iter, low=0)
+    max_iter = min(check_int("max_iter", max_iter, low=0), _MAX_ITER_CAP)
     tol = check_scalar("tol", tol, low=0.0)
     trust_radius = check_scalar("trust_radius", trust_radius, low=0.0, low_open=True)
     batch_size = check_int("batch_size", batch_size, low=1)
@@ -250,8 +220,10 @@ def predict(
         if init == "linear":
             Y0 = np.hstack([X, np.ones((n, 1))]) @ model.ridge_coef
         else:
-            Y0 = predict(model, X, method="kl", init="linear", max_iter=max_iter, tol=tol, threads=threads,
-                         optimizer=optimizer, trust_radius=trust_radius, batch_size=batch_size).y
+            with warnings.catch_warnings():  # reported once, by this call
+                warnings.simplefilter("ignore", RuntimeWarning)
+                Y0 = predict(model, X, method="kl", init="linear", max_iter=max_iter, tol=tol, threads=threads,
+                             optimizer=optimizer, trust_radius=trust_radius, batch_size=batch_size).y
     else:
         Y0 = as_2d("init", init)
         if Y0.shape != (n, dy):
@@ -260,28 +232,41 @@ def predict(
     p = model.params
     M1, M2 = _method_mats(model, method)
     code = _METHOD_CODE[method]
-    out_y = np.empty((n, dy))
-    out_f = np.empty(n)
-    out_it = np.empty(n, dtype=np.int64)
-    out_ev = np.empty(n, dtype=np.int64)
-    out_cv = np.empty(n, dtype=bool)
-    out_h = np.empty(n, dtype=np.int64)
-    out_lc = np.empty(n)
+    # SM: the beta = 1 (Rényi) transform is minimised; the SM value is formed at the end
+    beta = 1.0 if method in ("sm", "sm_cubic") else p.beta
+    out = {
+        "y": np.empty((n, dy)), "f": np.empty(n), "it": np.empty(n, dtype=np.int64),
+        "ev": np.empty(n, dtype=np.int64), "cv": np.empty(n, dtype=bool), "h": np.empty(n, dtype=np.int64),
+        "lc": np.empty(n), "ex": np.empty(n, dtype=bool),
+    }
     floor = _floor(model)
-    with thread_limits(threads):
+
+    def body(run: Compute) -> None:
         for s, e in _batches(n, batch_size):
-            F, eta_x, xwx, W = _point_data(model, X[s:e], method)
+            if run.stop[0]:
+                return
+            F, eta_x, xwx, W, ex = _point_data(model, X[s:e], method)
             Yb, fb, itb, evb, cvb, hb = minimize_batch(
-                code, Y0[s:e], model.Y, p.gamma_y, 1.0 + p.lambda_y, 1.0 + p.lambda_x, p.alpha, p.beta,
+                code, Y0[s:e], model.Y, p.gamma_y, 1.0 + p.lambda_y, 1.0 + p.lambda_x, p.alpha, beta,
                 floor, M1, M2, F, eta_x, xwx, model.logdet_y, model.logdet_x,
-                max_iter, tol * model.y_spread, trust_radius * model.y_spread, optimizer == "bfgs",
+                max_iter, tol * model.y_spread, trust_radius * model.y_spread, optimizer == "bfgs", run.stop,
+                model.Kx_inv if method == "sm_cubic" else None,
             )
-            out_y[s:e], out_f[s:e], out_it[s:e], out_ev[s:e], out_cv[s:e], out_h[s:e] = Yb, fb, itb, evb, cvb, hb
-            Kbuf = np.empty((e - s, model.n_train))
-            obj.log_certainty_rows(Yb, model.Y, p.gamma_y, 1.0 + p.lambda_y, 1.0 + p.lambda_x, p.alpha, floor,
-                                   model.Ky_inv, model.Kxy_inv, W, eta_x, xwx, Kbuf, out_lc[s:e])
-    return Prediction(y=out_y, log_certainty=out_lc, n_iter=out_it, n_eval=out_ev, converged=out_cv,
-                      objective=out_f, n_eta_floor=out_h, method=method)
+            out["y"][s:e], out["f"][s:e], out["it"][s:e], out["ev"][s:e] = Yb, fb, itb, evb
+            out["cv"][s:e], out["h"][s:e], out["ex"][s:e] = cvb & ~ex, hb, ex
+            out["lc"][s:e] = _log_certainty(model, Yb, eta_x, xwx, W)
+
+    run_interruptible(threads, body)
+    ex = out["ex"]
+    out["lc"][ex] = -np.inf
+    if ex.any():
+        warnings.warn(
+            f"{int(ex.sum())} of {n} test inputs lie outside the training inputs' kernel support "
+            f"(every k(x, x_i) < {config.EXTRAPOLATION_K:g}): their prediction is the start unchanged; "
+            "see Prediction.extrapolated", RuntimeWarning, stacklevel=2)
+    return Prediction(y=out["y"], log_certainty=out["lc"], n_iter=out["it"], n_eval=out["ev"], converged=out["cv"],
+                      objective=_sm_value(out["f"], method, p.beta), criterion=out["f"], n_eta_floor=out["h"],
+                      extrapolated=ex, method=method)
 
 
 def _pairs(model: TGPModel, X, Y):
@@ -305,6 +290,9 @@ def objective(
 ):
     """The prediction objective at given outputs (diagnostics, comparisons).
 
+    All fastsm computation runs in a helper thread (:func:`fastsm._threads.run_interruptible`),
+    so values do not depend on the calling thread.
+
     Row ``i`` evaluates the objective of test input ``X[i]`` at ``Y[i]``:
     KL: ``k(y,y) - 2 k_y^T u_x - eta_x log eta_y`` ([SM] Eq. 5); IKL: Eq. 7;
     SM: ``exp(c s) / (beta - 1)`` with ``s = a log eta_y - log eta_xy`` and
@@ -324,10 +312,13 @@ def objective(
     n, dy = Y.shape
     val = np.empty(n)
     grad = np.empty((n, dy))
-    with thread_limits(threads):
+
+    def body(run: Compute) -> None:
         for s, e in _batches(n, batch_size):
-            F, eta_x, xwx, _ = _point_data(model, X[s:e], method)
+            F, eta_x, xwx, _, _ = _point_data(model, X[s:e], method)
             evaluate(model, method, F, eta_x, xwx, Y[s:e], M1, M2, val[s:e], grad[s:e])
+
+    run_interruptible(threads, body)
     return (val, grad) if return_gradient else val
 
 
@@ -338,22 +329,43 @@ def evaluate(model: TGPModel, method: str, F, eta_x, xwx, Yb, M1, M2, val, grad)
     obj.evaluate_rows(
         _METHOD_CODE[method], np.arange(m), np.ascontiguousarray(Yb), model.Y, p.gamma_y, 1.0 + p.lambda_y,
         1.0 + p.lambda_x, p.alpha, p.beta, _floor(model), M1, M2, F, eta_x, xwx, model.logdet_y,
-        model.logdet_x, np.empty((m, model.n_train)), val, grad, np.empty(m), np.empty(m),
-        np.zeros(m, dtype=np.int64),
+        model.logdet_x, obj.workspace(m, model.n_train), val, grad, np.empty(m), np.empty(m),
+        np.zeros(m, dtype=np.int64), model.Kx_inv if method == "sm_cubic" else None,
     )
 
 
 def certainty(model: TGPModel, X, Y, *, threads: int | None = None,
               batch_size: int = config.DEFAULT_BATCH_SIZE) -> np.ndarray:
-    """``log phi_a(x, y)`` ([SM] §4.2, Lemma 4.1) for given input/output pairs."""
+    """``log phi_a(x, y)`` ([SM] §4.2, Lemma 4.1) for given input/output pairs.
+
+    ``log phi = (1-a) log eta_x + a log eta_y - log eta_xy`` with the model's
+    ``alpha``, evaluated as is (no extrapolation flag: see
+    :attr:`Prediction.log_certainty` for predictions).
+    """
     model = _check_model(model)
     X, Y = _pairs(model, X, Y)
-    p = model.params
+    batch_size = check_int("batch_size", batch_size, low=1)
     out = np.empty(X.shape[0])
-    with thread_limits(threads):
+
+    def body(run: Compute) -> None:
         for s, e in _batches(X.shape[0], batch_size):
-            _, eta_x, xwx, W = _point_data(model, X[s:e], "sm")
-            obj.log_certainty_rows(Y[s:e], model.Y, p.gamma_y, 1.0 + p.lambda_y, 1.0 + p.lambda_x, p.alpha,
-                                   _floor(model), model.Ky_inv, model.Kxy_inv, W, eta_x, xwx,
-                                   np.empty((e - s, model.n_train)), out[s:e])
+            _, eta_x, xwx, W, _ = _point_data(model, X[s:e], "sm")
+            out[s:e] = _log_certainty(model, Y[s:e], eta_x, xwx, W)
+
+    run_interruptible(threads, body)
     return out
+
+
+def _log_certainty(model: TGPModel, Yb: np.ndarray, eta_x, xwx, W) -> np.ndarray:
+    """``(1-a) log eta_x + a log eta_y - log eta_xy`` from one SM evaluation (floored etas)."""
+    p = model.params
+    m = Yb.shape[0]
+    eta_y, eta_xy = np.empty(m), np.empty(m)
+    obj.evaluate_rows(
+        obj.SM, np.arange(m), np.ascontiguousarray(Yb), model.Y, p.gamma_y, 1.0 + p.lambda_y, 1.0 + p.lambda_x,
+        p.alpha, 1.0, _floor(model), model.Ky_inv, model.Kxy_inv, W, eta_x, xwx, model.logdet_y, model.logdet_x,
+        obj.workspace(m, model.n_train), np.empty(m), np.empty(Yb.shape), eta_y, eta_xy,
+        np.zeros(m, dtype=np.int64), None,
+    )
+    a = p.alpha
+    return (1.0 - a) * np.log(eta_x) + a * np.log(eta_y) - np.log(eta_xy)

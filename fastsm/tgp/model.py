@@ -48,15 +48,32 @@ class TGPParams:
         object.__setattr__(self, "beta", check_scalar("beta", self.beta, low=0.0, low_open=True))
 
 
-@dataclass(frozen=True, eq=False)
+def _frozen_copy(a):
+    if a is None:
+        return None
+    a = np.array(a, dtype=np.float64, order="C", copy=True)
+    a.setflags(write=False)
+    return a
+
+
+@dataclass(frozen=True, eq=False, repr=False)
 class TGPModel:
     """A fitted twin-GP model: training data and everything precomputed from it.
+
+    ``TGPModel(X, Y, params, methods)`` fits (as :func:`fastsm.tgp.fit` with
+    default threads); the derived arrays are computed here and cannot be
+    passed in, so ``dataclasses.replace(model, params=...)`` refits and a
+    model's inverses always belong to its own data and parameters.  Every
+    stored array is a private read-only copy: changing the caller's ``X``
+    after the fit changes nothing, and ``model.Ky_inv[0, 0] += 1`` raises.
 
     Attributes
     ----------
     X, Y : ndarray
         Training inputs (N×dx) and outputs (N×dy), float64 C-contiguous.
     params : TGPParams
+    methods : tuple of str
+        Methods the model serves (``"ikl"`` needs ``C``).
     Kx_inv, Ky_inv, Kxy_inv : ndarray
         ``K_X^-1``, ``K_Y^-1`` and ``K_XY^-1`` with ``K_XY = (1-a) K_X + a K_Y``.
     C : ndarray or None
@@ -73,24 +90,50 @@ class TGPModel:
 
     X: np.ndarray
     Y: np.ndarray
-    params: TGPParams
-    Kx_inv: np.ndarray = field(repr=False)
-    Ky_inv: np.ndarray = field(repr=False)
-    Kxy_inv: np.ndarray = field(repr=False)
-    C: np.ndarray | None = field(repr=False)
-    logdet_x: float
-    logdet_y: float
-    logdet_xy: float
-    y_spread: float
-    ridge_coef: np.ndarray = field(repr=False)
+    params: TGPParams = field(default_factory=TGPParams)
+    methods: tuple[str, ...] = ("kl", "ikl", "sm")
+    Kx_inv: np.ndarray = field(init=False)
+    Ky_inv: np.ndarray = field(init=False)
+    Kxy_inv: np.ndarray = field(init=False)
+    C: np.ndarray | None = field(init=False)
+    logdet_x: float = field(init=False)
+    logdet_y: float = field(init=False)
+    logdet_xy: float = field(init=False)
+    y_spread: float = field(init=False)
+    ridge_coef: np.ndarray = field(init=False)
+
+    def __post_init__(self) -> None:
+        from fastsm.tgp.fitting import check_training, factorize
+
+        X, Y, methods = check_training(self.X, self.Y, self.params, self.methods)
+        self._set(X, Y, methods, factorize(X, Y, self.params, methods, threads=None))
+
+    def _set(self, X, Y, methods, parts: dict) -> None:
+        for name, value in (("X", X), ("Y", Y), *parts.items()):
+            if isinstance(value, np.ndarray) or value is None:
+                value = _frozen_copy(value)
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "methods", tuple(methods))
+
+    @classmethod
+    def _from_parts(cls, X, Y, params: TGPParams, methods, parts: dict) -> TGPModel:
+        """A model from precomputed parts (``fit``, the reference twin); copies and freezes them."""
+        self = object.__new__(cls)
+        object.__setattr__(self, "params", params)
+        self._set(X, Y, methods, parts)
+        return self
 
     @property
     def n_train(self) -> int:
         """Number of training points N."""
         return self.X.shape[0]
 
+    def __repr__(self) -> str:
+        return (f"TGPModel(n_train={self.n_train}, dx={self.X.shape[1]}, dy={self.Y.shape[1]}, "
+                f"params={self.params!r}, methods={self.methods!r})")
 
-@dataclass(frozen=True, eq=False)
+
+@dataclass(frozen=True, eq=False, repr=False)
 class Prediction:
     """Result of :func:`fastsm.tgp.predict`.
 
@@ -100,17 +143,32 @@ class Prediction:
         Predicted outputs (n×dy).
     log_certainty : ndarray
         ``log phi_a(x, y) = (1-a) log eta_x + a log eta_y - log eta_xy``
-        ([SM] §4.2) at the prediction, with the model's ``alpha``.
+        ([SM] §4.2) at the prediction, with the model's ``alpha``;
+        ``-inf`` where ``extrapolated`` (no certainty at all).
     n_iter : ndarray
         Accepted optimiser steps per point.
     n_eval : ndarray
         Objective evaluations per point, line-search trials included.
     converged : ndarray
-        Whether the step tolerance was met within ``max_iter``.
+        Whether the step tolerance was met within ``max_iter``.  Never true
+        for extrapolated points or where a step or value became non-finite.
     objective : ndarray
-        Final objective value per point.
+        The method's objective at ``y`` (what :func:`fastsm.tgp.objective`
+        returns).  For SMTGP with a large ``|beta - 1| * criterion`` this
+        under- or overflows in float64 (it is ``exp((beta-1) * criterion) /
+        (beta - 1)``); ``criterion`` does not.
+    criterion : ndarray
+        The value actually minimised.  For ``"sm"``/``"sm_cubic"`` the
+        beta-free transform ``-s / (2(1-a))`` (the Rényi, ``beta = 1``,
+        objective): SMTGP's argmin does not depend on beta ([SM] Lemma 4.2)
+        and this transform neither underflows nor overflows.  For ``"kl"``
+        and ``"ikl"`` it equals ``objective``.
     n_eta_floor : ndarray
         How often an ``eta`` was floored (MATH §2) during the run, per point.
+    extrapolated : ndarray
+        Test inputs with every kernel value ``k(x, x_i)`` below
+        ``config.EXTRAPOLATION_K``: the training data carry no information
+        about them, the prediction is the start (``init``) unchanged.
     method : str
     """
 
@@ -120,5 +178,12 @@ class Prediction:
     n_eval: np.ndarray
     converged: np.ndarray
     objective: np.ndarray
+    criterion: np.ndarray
     n_eta_floor: np.ndarray
+    extrapolated: np.ndarray
     method: str
+
+    def __repr__(self) -> str:
+        return (f"Prediction(method={self.method!r}, n={self.y.shape[0]}, dy={self.y.shape[1]}, "
+                f"converged={int(self.converged.sum())}/{self.converged.size}, "
+                f"extrapolated={int(self.extrapolated.sum())})")
