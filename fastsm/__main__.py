@@ -1,4 +1,4 @@
-"""Command line: ``python -m fastsm demo`` and ``python -m fastsm bench``."""
+"""Command line: ``python -m fastsm demo``, ``python -m fastsm bench`` and ``--version``."""
 
 from __future__ import annotations
 
@@ -7,12 +7,16 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
+    from fastsm import __version__
+
     parser = argparse.ArgumentParser(prog="python -m fastsm", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"fastsm {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="KLTGP, IKLTGP and SMTGP on Toy 1 and Toy 2 ([SM] Table 2)")
     demo.add_argument("--threads", type=int, default=None)
     demo.add_argument("--seed", type=int, default=0)
-    bench = sub.add_parser("bench", help="batched-objective GFLOP/s and speed-up table (benchmarks/tgp_speed.py)")
+    bench = sub.add_parser("bench", help="batched-objective GFLOP/s and speed-up table (fastsm/bench.py; "
+                                         "columns explained in its output)")
     bench.add_argument("--sizes", type=int, nargs="+", default=[250, 1000])
     bench.add_argument("--threads", type=int, default=None)
     args = parser.parse_args(argv)
@@ -20,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
         from fastsm.demo import format_table, run
 
         print("fastsm demo: [SM] Table 2 on Toy 1 and Toy 2 (mean absolute error; paper's value beside ours)")
-        print(format_table(run(threads=args.threads, seed=args.seed)))
+        print(format_table(run(threads=args.threads, seed=args.seed, log=print)))
         return 0
     from fastsm.bench import main as bench_main
 

@@ -109,6 +109,19 @@ def speedup_vs_reference(model, X, n_ref: int, threads: int | None = None, max_i
     return t_fast, t_ref, diff, float(fast.n_iter.mean()), float(ref.n_iter.mean())
 
 
+LEGEND = """\
+  N          training points (B = N test points)
+  eval s     one batched SMTGP evaluation (value + gradient) of all B points, best of repeats
+  GFLOP/s    4 N^2 B flops / eval s
+  DGEMM      same-run DGEMM rate (N x N times N x B) on the same threads
+  ratio      GFLOP/s / DGEMM
+  1 thr s    eval s on one thread;  thr x = 1 thr s / eval s
+  fast ms/pt whole SMTGP prediction per point (fastsm.tgp.predict)
+  ref ms/pt  the same by the NumPy/SciPy twin (fastsm.reference), first n_ref points
+  speed-up   ref ms/pt / fast ms/pt;  max|dy| largest difference of the two predictions
+  it f/r     mean optimiser iterations, fastsm / reference"""
+
+
 def main(sizes=(250, 1000), threads: int | None = None, n_ref: int = 16) -> int:
     """Print the table of acceptance point 6 for the given training-set sizes."""
     threads = resolve_threads(threads)
@@ -116,6 +129,7 @@ def main(sizes=(250, 1000), threads: int | None = None, n_ref: int = 16) -> int:
     print(f"threads={threads}; dy=16; B=N test points; SMTGP objective+gradient = 4 N^2 flops/point")
     print(f"{'N':>5} {'eval s':>8} {'GFLOP/s':>8} {'DGEMM':>8} {'ratio':>6} {'1 thr s':>8} {'thr x':>6} "
           f"{'fast ms/pt':>10} {'ref ms/pt':>10} {'speed-up':>9} {'max|dy|':>9} {'it f/r':>11}")
+    print(LEGEND)
     for n in sizes:
         model, X, Y = make_problem(n)
         ev = BatchedObjective(model, X, Y)

@@ -56,15 +56,20 @@ def aggregate(method, C, wa, offa, wb, offb, Cself, offself, out):
         ka = offa[a + 1] - offa[a]
         for ii in range(ka):
             i = offa[a] + ii
+            if wa[i] == 0.0:
+                continue  # a zero-weight component is not part of the mixture (0 log 0 = 0)
             if method == WE:
                 s = 0.0
                 for j in range(offb[b], offb[b + 1]):
-                    s += wb[j] * C[i, j]
+                    if wb[j] > 0.0:
+                        s += wb[j] * C[i, j]
                 total += wa[i] * s
             elif method == MB or method == MBS:
                 best = np.inf
                 arg = offb[b]
                 for j in range(offb[b], offb[b + 1]):
+                    if wb[j] == 0.0:
+                        continue
                     v = C[i, j] - np.log(wb[j]) if method == MB else C[i, j]
                     if v < best:
                         best = v

@@ -21,6 +21,8 @@ class GaussianMixture:
     covariances : array_like (K, d, d) or (K, d)
         Full symmetric positive definite covariances, or their diagonals.
 
+    All arrays are private read-only copies.
+
     Attributes
     ----------
     chol : ndarray (K, d, d)
@@ -62,11 +64,12 @@ class GaussianMixture:
                 L[k] = np.linalg.cholesky(S[k])
             except np.linalg.LinAlgError:
                 raise ValueError(f"covariances[{k}] is not symmetric positive definite") from None
-        object.__setattr__(self, "weights", w / w.sum())
-        object.__setattr__(self, "means", np.ascontiguousarray(mu))
-        object.__setattr__(self, "covariances", np.ascontiguousarray(S))
-        object.__setattr__(self, "chol", np.ascontiguousarray(L))
-        object.__setattr__(self, "logdet", 2.0 * np.log(np.diagonal(L, axis1=1, axis2=2)).sum(axis=1))
+        # private read-only copies: the caller's arrays may change, ours may not
+        for name, value in (("weights", w / w.sum()), ("means", mu), ("covariances", S), ("chol", L),
+                            ("logdet", 2.0 * np.log(np.diagonal(L, axis1=1, axis2=2)).sum(axis=1))):
+            value = np.array(value, dtype=np.float64, order="C", copy=True)
+            value.setflags(write=False)
+            object.__setattr__(self, name, value)
 
     @property
     def n_components(self) -> int:

@@ -151,7 +151,11 @@ def fit_npe(
     n_neighbors = check_int("n_neighbors", n_neighbors, low=1)
     if M < 2:
         raise ValueError("fit_npe needs at least two components in all")
-    P = embed_components(means, covs)
+    with np.errstate(over="ignore", invalid="ignore"):
+        P = embed_components(means, covs)
+    if not np.all(np.isfinite(P)):
+        raise ValueError("the SPD(d+1) embedding of the components overflows float64 (means or covariances too "
+                         "large, e.g. |mean| > 1e150); rescale the mixtures")
     X = vectorize(P)  # (M, n)
     n_vec = X.shape[1]
     n_components = check_int("n_components", n_components, low=1)
