@@ -9,6 +9,7 @@ import numpy as np
 
 from fastsm._validation import check_int, check_scalar
 
+__all__ = ["toy1", "toy2", "random_structured", "gmm_manifold"]
 
 def _s_curve(y: np.ndarray) -> np.ndarray:
     return y + 0.3 * np.sin(2.0 * np.pi * y)
