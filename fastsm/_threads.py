@@ -28,6 +28,7 @@ Interrupts
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import ctypes
 import functools
@@ -37,6 +38,7 @@ import os
 import sys
 import sysconfig
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -129,20 +131,33 @@ class _SharedBlasLimit:
     def _reset(self) -> None:
         self.lock = threading.Lock()
         self.users = 0
-        self.limiter = None
+        self.saved: list[tuple[Any, int]] = []
+
+    @staticmethod
+    def _set(lib, n: int) -> None:
+        # threadpoolctl >= 3.6 lets only one "controlling" Python thread change
+        # OpenBLAS's process-wide limit and silently ignores the others (their
+        # GEMMs then ran on 2 BLAS threads: other rounding, and the limit leaked);
+        # this class already serialises the changes, so it sets the limit itself
+        setter = getattr(lib, "_real_set_num_threads", None) or lib.set_num_threads
+        setter(n)
 
     def __enter__(self) -> None:
         with self.lock:
             if self.users == 0:
-                self.limiter = _controller().limit(limits=1, user_api="blas")
+                self.saved = [(lib, lib.get_num_threads()) for lib in _controller().lib_controllers
+                              if lib.user_api == "blas"]
+                for lib, _ in self.saved:
+                    self._set(lib, 1)
             self.users += 1
 
     def __exit__(self, *exc) -> None:
         with self.lock:
             self.users -= 1
-            if self.users == 0 and self.limiter is not None:
-                self.limiter.restore_original_limits()
-                self.limiter = None
+            if self.users == 0:
+                for lib, n in self.saved:
+                    self._set(lib, n)
+                self.saved = []
 
 
 class _KernelLock:
@@ -168,9 +183,11 @@ _KERNEL_LOCK = _KernelLock()
 
 
 def _after_fork_in_child() -> None:
-    # a lock held by another thread at fork time would never be released here
+    # a lock held by another thread at fork time would never be released here,
+    # and the parent's helper threads do not exist in the child
     _BLAS._reset()
     _KERNEL_LOCK._reset()
+    _HELPERS.__dict__.clear()
 
 
 if hasattr(os, "register_at_fork"):
@@ -203,34 +220,82 @@ def thread_limits(threads: int | None) -> Iterator[int]:
             numba.set_num_threads(previous)
 
 
-def run_interruptible(threads: int | None, body: Callable[[Compute], Any]) -> Any:
-    """Run ``body(handle)`` in a helper thread; Ctrl-C stops it promptly.
+class _Helpers(threading.local):
+    """One persistent helper thread per calling thread (created on first use).
+
+    A new OS thread per call cost ~1 ms alone and, with several busy
+    processes, far more (the threading layer initialises per thread); a
+    helper per *calling* thread keeps concurrent calls from different Python
+    threads concurrent.  When the calling thread ends, its helper is
+    collected and exits.
+    """
+
+    executor: concurrent.futures.ThreadPoolExecutor | None = None
+
+    def submit(self, fn: Callable[[], Any]) -> concurrent.futures.Future:
+        for _ in range(2):
+            if self.executor is None:
+                self.executor = concurrent.futures.ThreadPoolExecutor(max_workers=1,
+                                                                      thread_name_prefix="fastsm-kernel")
+                _ALL_HELPERS.add(self.executor)
+            try:
+                return self.executor.submit(fn)
+            except RuntimeError:  # shut down before a fork
+                self.executor = None
+        raise RuntimeError("could not start a fastsm helper thread")  # pragma: no cover
+
+
+_ALL_HELPERS: weakref.WeakSet = weakref.WeakSet()
+_HELPERS = _Helpers()
+
+
+def _before_fork() -> None:
+    # TBB cannot shut its workers down for fork() while a live thread holds a
+    # scheduler ("Unable to join threads to shut down before fork()"): end the
+    # idle helper threads first (a running call is awaited); they restart on use
+    for ex in list(_ALL_HELPERS):
+        ex.shutdown(wait=True)
+    _ALL_HELPERS.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork)
+
+
+#: Calls estimated below this many flops run in the calling thread: a helper
+#: thread's hand-offs cost little on a quiet machine but up to ~60 ms per call
+#: with other processes busy (measured: 3 processes, 2 cores, 15x fewer calls).
+INTERRUPTIBLE_FLOPS = 2e8
+
+
+def run_interruptible(threads: int | None, body: Callable[[Compute], Any], *, flops: float = np.inf) -> Any:
+    """Run ``body(handle)``; for large calls in this thread's helper thread, so Ctrl-C stops it promptly.
 
     ``body`` makes the kernel calls (they release the GIL) and passes
     ``handle.stop`` to the long ones.  On ``KeyboardInterrupt`` in the
-    caller, the flag is set, the helper is joined (it returns within one
-    evaluation round) and the interrupt is re-raised.
+    caller, the flag is set, the helper's work is awaited (it returns within
+    one evaluation round) and the interrupt is re-raised.  Calls estimated
+    at fewer than :data:`INTERRUPTIBLE_FLOPS` (milliseconds) run directly.
+    Results do not depend on the thread that runs them.
     """
     n = resolve_threads(threads)
     handle = Compute(n)
-    box: dict[str, Any] = {}
+    if flops < INTERRUPTIBLE_FLOPS:
+        with thread_limits(n):
+            return body(handle)
 
-    def target() -> None:
-        try:
-            with thread_limits(n):
-                box["result"] = body(handle)
-        except BaseException as exc:  # re-raised in the caller
-            box["error"] = exc
+    def target() -> Any:
+        with thread_limits(n):
+            return body(handle)
 
-    worker = threading.Thread(target=target, name="fastsm-kernel", daemon=True)
-    worker.start()
+    future = _HELPERS.submit(target)
     try:
-        while worker.is_alive():
-            worker.join(0.1)
+        while True:
+            try:
+                return future.result(timeout=0.1)
+            except concurrent.futures.TimeoutError:
+                continue
     except KeyboardInterrupt:
         handle.stop[0] = 1
-        worker.join()
+        concurrent.futures.wait([future])
         raise
-    if "error" in box:
-        raise box["error"]
-    return box.get("result")

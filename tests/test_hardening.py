@@ -373,3 +373,30 @@ def test_version_and_reprs(toy):
     m = tgp.fit(Xtr, Ytr)
     assert len(repr(m)) < 300 and len(repr(tgp.predict(m, Xte[:3], method="kl"))) < 200
     assert "toy1" in datasets.__all__ and "gmm_manifold" in datasets.__all__
+
+
+def test_workqueue_fallback_serialises_threads_and_forks():
+    code = """
+    import multiprocessing as mp, threading
+    import numpy as np
+    from fastsm import datasets, tgp, threading_layer
+
+    Xtr, Xte, Ytr, _ = datasets.toy1(0, n_train=80, n_test=16)
+    m = tgp.fit(Xtr, Ytr)
+    ref = tgp.predict(m, Xte, method="sm").y
+    got = []
+    ts = [threading.Thread(target=lambda: got.append(tgp.predict(m, Xte, method="sm").y)) for _ in range(4)]
+    [t.start() for t in ts]; [t.join() for t in ts]
+    assert len(got) == 4 and all(np.array_equal(g, ref) for g in got)
+    def job(i):
+        return float(tgp.predict(m, Xte[i:i + 2], method="kl").y.sum())
+
+    with mp.get_context("fork").Pool(2) as pool:
+        assert pool.map(job, range(3)) == [job(i) for i in range(3)]
+    print(threading_layer())
+    """
+    env = dict(os.environ, PYTHONPATH=ROOT, NUMBA_THREADING_LAYER="workqueue")
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                         timeout=180, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "workqueue"

@@ -256,7 +256,8 @@ def predict(
             out["cv"][s:e], out["h"][s:e], out["ex"][s:e] = cvb & ~ex, hb, ex
             out["lc"][s:e] = _log_certainty(model, Yb, eta_x, xwx, W)
 
-    run_interruptible(threads, body)
+    # ~30 evaluations of 2 N^2 flops per point and product
+    run_interruptible(threads, body, flops=60.0 * n * model.n_train**2 * (1 if method == "kl" else 2))
     ex = out["ex"]
     out["lc"][ex] = -np.inf
     if ex.any():
@@ -290,9 +291,6 @@ def objective(
 ):
     """The prediction objective at given outputs (diagnostics, comparisons).
 
-    All fastsm computation runs in a helper thread (:func:`fastsm._threads.run_interruptible`),
-    so values do not depend on the calling thread.
-
     Row ``i`` evaluates the objective of test input ``X[i]`` at ``Y[i]``:
     KL: ``k(y,y) - 2 k_y^T u_x - eta_x log eta_y`` ([SM] Eq. 5); IKL: Eq. 7;
     SM: ``exp(c s) / (beta - 1)`` with ``s = a log eta_y - log eta_xy`` and
@@ -318,7 +316,7 @@ def objective(
             F, eta_x, xwx, _, _ = _point_data(model, X[s:e], method)
             evaluate(model, method, F, eta_x, xwx, Y[s:e], M1, M2, val[s:e], grad[s:e])
 
-    run_interruptible(threads, body)
+    run_interruptible(threads, body, flops=6.0 * n * model.n_train**2)
     return (val, grad) if return_gradient else val
 
 
@@ -352,7 +350,7 @@ def certainty(model: TGPModel, X, Y, *, threads: int | None = None,
             _, eta_x, xwx, W, _ = _point_data(model, X[s:e], "sm")
             out[s:e] = _log_certainty(model, Y[s:e], eta_x, xwx, W)
 
-    run_interruptible(threads, body)
+    run_interruptible(threads, body, flops=6.0 * X.shape[0] * model.n_train**2)
     return out
 
 
