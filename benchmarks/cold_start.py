@@ -1,0 +1,62 @@
+"""Cold start: the first call's compile time, per kernel (hardening issue, item 16).
+
+Runs a fresh interpreter with an empty ``NUMBA_CACHE_DIR`` (nothing cached),
+times import, the first ``fit`` and the demo's first prediction (Toy 1,
+KLTGP), then IKLTGP and SMTGP, and lists the kernels by inclusive compile
+time (Numba's compile events; nested kernels are counted in their callers
+too)::
+
+    python benchmarks/cold_start.py
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+
+CHILD = r"""
+import time
+t0 = time.perf_counter()
+from numba.core import event
+import fastsm
+from fastsm import datasets, tgp
+t1 = time.perf_counter()
+
+class Listener(event.Listener):
+    def __init__(self):
+        self.total, self.start = {}, {}
+    def on_start(self, ev):
+        self.start[id(ev.data["dispatcher"])] = time.perf_counter()
+    def on_end(self, ev):
+        d = ev.data["dispatcher"]
+        name = d.py_func.__module__.rsplit(".", 1)[-1] + "." + d.py_func.__qualname__
+        self.total[name] = self.total.get(name, 0.0) + time.perf_counter() - self.start[id(d)]
+
+listener = Listener()
+event.register("numba:compile", listener)
+Xtr, Xte, Ytr, _ = datasets.toy1(0)
+model = tgp.fit(Xtr, Ytr)
+t2 = time.perf_counter()
+tgp.predict(model, Xte[:4], method="kl")
+t3 = time.perf_counter()
+tgp.predict(model, Xte[:4], method="ikl")
+tgp.predict(model, Xte[:4], method="sm")
+t4 = time.perf_counter()
+print(f"import {t1 - t0:.1f} s, first fit {t2 - t1:.1f} s, first prediction {t3 - t2:.1f} s, "
+      f"IKLTGP + SMTGP {t4 - t3:.1f} s, total {t4 - t0:.1f} s")
+ours = {k: v for k, v in listener.total.items() if not k.startswith(("ol_", "_"))}
+for name, sec in sorted(ours.items(), key=lambda kv: -kv[1])[:12]:
+    print(f"  {sec:6.2f} s  {name}")
+"""
+
+
+def main() -> int:
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, NUMBA_CACHE_DIR=cache)
+        return subprocess.run([sys.executable, "-c", CHILD], env=env).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())
