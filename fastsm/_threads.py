@@ -28,13 +28,14 @@ Interrupts
 
 from __future__ import annotations
 
-import concurrent.futures
+import atexit
 import contextlib
 import ctypes
 import functools
 import glob
 import numbers
 import os
+import queue
 import sys
 import sysconfig
 import threading
@@ -188,6 +189,7 @@ def _after_fork_in_child() -> None:
     _BLAS._reset()
     _KERNEL_LOCK._reset()
     _HELPERS.__dict__.clear()
+    _ALL_HELPERS.clear()
 
 
 if hasattr(os, "register_at_fork"):
@@ -220,46 +222,77 @@ def thread_limits(threads: int | None) -> Iterator[int]:
             numba.set_num_threads(previous)
 
 
-class _Helpers(threading.local):
-    """One persistent helper thread per calling thread (created on first use).
+class _Helper:
+    """A persistent daemon thread that runs submitted calls one after another.
 
-    A new OS thread per call cost ~1 ms alone and, with several busy
-    processes, far more (the threading layer initialises per thread); a
-    helper per *calling* thread keeps concurrent calls from different Python
-    threads concurrent.  When the calling thread ends, its helper is
-    collected and exits.
+    Daemon, so a process that exits (or is interrupted) never waits for it.
     """
 
-    executor: concurrent.futures.ThreadPoolExecutor | None = None
+    def __init__(self) -> None:
+        self.queue: queue.SimpleQueue = queue.SimpleQueue()
+        self.busy = False
+        self.thread = threading.Thread(target=self._loop, name="fastsm-kernel", daemon=True)
+        self.thread.start()
 
-    def submit(self, fn: Callable[[], Any]) -> concurrent.futures.Future:
-        for _ in range(2):
-            if self.executor is None:
-                self.executor = concurrent.futures.ThreadPoolExecutor(max_workers=1,
-                                                                      thread_name_prefix="fastsm-kernel")
-                _ALL_HELPERS.add(self.executor)
+    def _loop(self) -> None:
+        while True:
+            item = self.queue.get()
+            if item is None:
+                return
+            fn, done, box = item
+            self.busy = True
             try:
-                return self.executor.submit(fn)
-            except RuntimeError:  # shut down before a fork
-                self.executor = None
-        raise RuntimeError("could not start a fastsm helper thread")  # pragma: no cover
+                box["result"] = fn()
+            except BaseException as exc:  # re-raised in the caller
+                box["error"] = exc
+            finally:
+                self.busy = False
+                done.set()
+
+    def stop(self) -> None:
+        self.queue.put(None)
+        self.thread.join()
+
+
+class _Helpers(threading.local):
+    """One helper per calling thread (created on first use).
+
+    A new OS thread per call cost ~1 ms alone and, with several busy
+    processes, far more; a helper per *calling* thread keeps concurrent calls
+    from different Python threads concurrent.
+    """
+
+    helper: _Helper | None = None
+
+    def get(self) -> _Helper:
+        if self.helper is None or not self.helper.thread.is_alive():
+            self.helper = _Helper()
+            _ALL_HELPERS.add(self.helper)
+        return self.helper
 
 
 _ALL_HELPERS: weakref.WeakSet = weakref.WeakSet()
 _HELPERS = _Helpers()
+_IN_FLIGHT: weakref.WeakSet = weakref.WeakSet()
 
 
 def _before_fork() -> None:
     # TBB cannot shut its workers down for fork() while a live thread holds a
     # scheduler ("Unable to join threads to shut down before fork()"): end the
-    # idle helper threads first (a running call is awaited); they restart on use
-    for ex in list(_ALL_HELPERS):
-        ex.shutdown(wait=True)
+    # helper threads first (a running call is awaited); they restart on use
+    for helper in list(_ALL_HELPERS):
+        helper.stop()
     _ALL_HELPERS.clear()
+
+
+def _stop_in_flight() -> None:
+    for handle in list(_IN_FLIGHT):
+        handle.stop[0] = 1
 
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(before=_before_fork)
+atexit.register(_stop_in_flight)
 
 
 #: Calls estimated below this many flops run in the calling thread: a helper
@@ -288,14 +321,25 @@ def run_interruptible(threads: int | None, body: Callable[[Compute], Any], *, fl
         with thread_limits(n):
             return body(handle)
 
-    future = _HELPERS.submit(target)
+    _IN_FLIGHT.add(handle)
+    done = threading.Event()
+    box: dict[str, Any] = {}
+    helper = None
     try:
-        while True:
-            try:
-                return future.result(timeout=0.1)
-            except concurrent.futures.TimeoutError:
-                continue
-    except KeyboardInterrupt:
+        helper = _HELPERS.get()
+        helper.queue.put((target, done, box))
+        while not done.wait(0.1):
+            pass
+    except BaseException:
+        # Ctrl-C (or any exception) in the caller: stop the kernel and wait for
+        # the helper to return -- unless the call never reached it
         handle.stop[0] = 1
-        concurrent.futures.wait([future])
+        while helper is not None and not done.wait(0.05):
+            if not helper.busy and helper.queue.empty():
+                break  # never queued, or queued and about to return at once (stop is set)
         raise
+    finally:
+        _IN_FLIGHT.discard(handle)
+    if "error" in box:
+        raise box["error"]
+    return box.get("result")
