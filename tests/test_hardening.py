@@ -167,7 +167,10 @@ def test_concurrent_predicts_match_sequential_and_restore_blas(toy):
 
 def test_ctrl_c_interrupts_predict_promptly():
     code = """
-    import sys, time
+    import signal, sys, time
+    # a child of a backgrounded shell starts with SIGINT ignored, and Python then keeps it
+    # ignored: install Python's own handler, as in an interactive session
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     import numpy as np
     from fastsm import datasets, tgp
     Xtr, Xte, Ytr, _ = datasets.random_structured(0, n_train=1500, n_test=4000, dx=8, dy=16)

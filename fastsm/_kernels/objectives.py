@@ -13,7 +13,7 @@ method    ``F`` row              scalars
 KL        ``u_x = K_X^-1 k_x``   ``eta_x``
 IKL       ``v_x = K_Y^-1 k_x``   ``eta_x``
 SM        ``w_x = K_XY^-1 k_x``  ``eta_x``, ``xwx = k_x^T w_x``
-SM_CUBIC  ``k_x``                ``eta_x`` (``M2 = K_X^-1``)
+SM_CUBIC  ``k_x``                ``eta_x`` (``cubic = K_X^-1``)
 ========  =====================  =========================================
 """
 
