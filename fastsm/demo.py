@@ -25,7 +25,7 @@ def run(threads: int | None = None, seed: int = 0, log=None) -> list[dict]:
     """
     rows = []
     if log is not None:
-        log("compiling the kernels on first use (about 15 s; cached for later runs) ...")
+        log("loading the kernels (compiled on first use: about 15 s, then cached) ...")
         t0 = time.perf_counter()
         Xtr, Xte, Ytr, _ = datasets.toy1(seed, n_train=20, n_test=4)
         warm = tgp.fit(Xtr, Ytr, threads=threads)
