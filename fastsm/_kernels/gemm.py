@@ -7,7 +7,7 @@ kernel, whose summation order differs from the main kernel's (measured here:
 rows differ by ~1e-14 relative between ``m = 3`` and ``m = 4``).  With even
 row counts a row's result does not depend on how many rows share the call or
 where it sits in them, so predictions do not depend on the batch size or the
-thread count (tests/test_determinism.py).
+thread count (tests/test_hardening.py).
 
 ``np.dot(A, M, out)`` is used rather than ``out[...] = np.dot(A, M)``: the
 allocating form with a slice assignment costs ~4 s of compile time per

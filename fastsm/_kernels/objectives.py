@@ -188,7 +188,7 @@ def _fill_cross(A, Z, gamma, K, r0, r1):
 
 @kernel()
 def workspace(m, n):
-    """Scratch for :func:`evaluate_rows` / :func:`log_certainty_rows`: kernel rows and two products."""
+    """Scratch for :func:`evaluate_rows`: kernel rows and two products."""
     return np.empty((3, m, n))
 
 

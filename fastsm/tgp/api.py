@@ -320,16 +320,18 @@ def objective(
     return (val, grad) if return_gradient else val
 
 
-def evaluate(model: TGPModel, method: str, F, eta_x, xwx, Yb, M1, M2, val, grad):
-    """Kernel call of one batch (also used by the benchmarks)."""
+def evaluate(model: TGPModel, method: str, F, eta_x, xwx, Yb, M1, M2, val, grad, *, beta: float | None = None):
+    """Kernel call of one batch (also used by the benchmarks); returns ``(eta_y, eta_xy)``."""
     p = model.params
     m = Yb.shape[0]
+    eta_y, eta_xy = np.empty(m), np.empty(m)
     obj.evaluate_rows(
         _METHOD_CODE[method], np.arange(m), np.ascontiguousarray(Yb), model.Y, p.gamma_y, 1.0 + p.lambda_y,
-        1.0 + p.lambda_x, p.alpha, p.beta, _floor(model), M1, M2, F, eta_x, xwx, model.logdet_y,
-        model.logdet_x, obj.workspace(m, model.n_train), val, grad, np.empty(m), np.empty(m),
+        1.0 + p.lambda_x, p.alpha, p.beta if beta is None else beta, _floor(model), M1, M2, F, eta_x, xwx,
+        model.logdet_y, model.logdet_x, obj.workspace(m, model.n_train), val, grad, eta_y, eta_xy,
         np.zeros(m, dtype=np.int64), model.Kx_inv if method == "sm_cubic" else None,
     )
+    return eta_y, eta_xy
 
 
 def certainty(model: TGPModel, X, Y, *, threads: int | None = None,
@@ -356,14 +358,8 @@ def certainty(model: TGPModel, X, Y, *, threads: int | None = None,
 
 def _log_certainty(model: TGPModel, Yb: np.ndarray, eta_x, xwx, W) -> np.ndarray:
     """``(1-a) log eta_x + a log eta_y - log eta_xy`` from one SM evaluation (floored etas)."""
-    p = model.params
     m = Yb.shape[0]
-    eta_y, eta_xy = np.empty(m), np.empty(m)
-    obj.evaluate_rows(
-        obj.SM, np.arange(m), np.ascontiguousarray(Yb), model.Y, p.gamma_y, 1.0 + p.lambda_y, 1.0 + p.lambda_x,
-        p.alpha, 1.0, _floor(model), model.Ky_inv, model.Kxy_inv, W, eta_x, xwx, model.logdet_y, model.logdet_x,
-        obj.workspace(m, model.n_train), np.empty(m), np.empty(Yb.shape), eta_y, eta_xy,
-        np.zeros(m, dtype=np.int64), None,
-    )
-    a = p.alpha
+    eta_y, eta_xy = evaluate(model, "sm", W, eta_x, xwx, Yb, model.Ky_inv, model.Kxy_inv, np.empty(m),
+                             np.empty(Yb.shape), beta=1.0)
+    a = model.params.alpha
     return (1.0 - a) * np.log(eta_x) + a * np.log(eta_y) - np.log(eta_xy)
