@@ -1,0 +1,8 @@
+"""Covariate shift ([CS]): KLIEP importance weights by Frank–Wolfe and their σ selection.
+
+Importance-weighted TGP is :func:`fastsm.tgp.fit` with ``sample_weight``.
+"""
+
+from fastsm.shift.kliep import SOLVERS, ImportanceWeights, estimate_weights, weights_at
+
+__all__ = ["SOLVERS", "ImportanceWeights", "estimate_weights", "weights_at"]

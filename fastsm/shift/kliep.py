@@ -1,0 +1,375 @@
+"""KLIEP importance weights by Frank–Wolfe ([CS] §III) and projected gradient (Sugiyama et al. 2008).
+
+``w(x) = sum_l alpha_l exp(-||x - c_l||^2 / (2 sigma^2))`` ([CS] Eq. 1),
+``alpha`` maximising ``F(alpha) = sum_j log w(x_te_j)`` subject to
+``alpha >= 0`` and ``mean_i w(x_tr_i) = 1`` ([CS] Eq. 2; MATH §5).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from fastsm._kernels import frank_wolfe as fwk
+from fastsm._threads import Compute, run_interruptible
+from fastsm._validation import as_2d, check_choice, check_int, check_scalar
+
+Solver = Literal["pfw", "afw", "fw", "pg"]
+SOLVERS: tuple[str, ...] = ("pfw", "afw", "fw", "pg")
+_VARIANT = {"fw": fwk.FW, "afw": fwk.AFW, "pfw": fwk.PFW, "pg": fwk.PG}
+_REASON = {fwk.STOP_GAP: "gap", fwk.STOP_MAX_ITER: "max_iter", fwk.STOP_OBJECTIVE: "objective",
+           fwk.STOP_LINE_SEARCH: "line_search"}
+
+#: Default cap on FW iterations (the FW phase of ``polish=True`` stops far earlier).
+DEFAULT_MAX_ITER = 10_000
+#: Default duality-gap tolerance (absolute, in units of F = sum of n_te logs).
+DEFAULT_TOL = 1e-8
+#: With ``polish=True`` the FW phase hands over to Newton once its gap is below this times n_te.
+POLISH_HANDOVER = 1e-2
+#: Largest scaled kernel matrix (bytes) stored; beyond it rows are recomputed each iteration.
+MAX_STORED_BYTES = 2 * 1024**3
+#: Centres whose mean kernel value over the training points is below this are unusable (beta = 1/b overflows).
+MIN_CENTER_MEAN = 1e-250
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class ImportanceWeights:
+    """Result of :func:`estimate_weights`: a fitted KLIEP density-ratio model.
+
+    Attributes
+    ----------
+    weights : ndarray (n_train,)
+        ``w(x_tr_i)``; their mean is 1 (the KLIEP constraint).
+    coef : ndarray (n_centers,)
+        The mixing coefficients ``alpha >= 0`` with ``b^T alpha = 1``.
+    centers : ndarray (n_centers, d)
+        Gaussian centres (test points).
+    sigma : float
+        Kernel width, ``k(x, c) = exp(-||x - c||^2 / (2 sigma^2))``.
+    active : ndarray of int
+        Indices of the centres with ``coef > 0`` (the support).
+    objective : float
+        ``F(alpha) = sum_j log w(x_te_j)`` ([CS] Eq. 2).
+    gap : float
+        Duality gap ``<g, d_FW>`` at the result: ``F* - F <= gap``.
+    gap_history, objective_history : ndarray
+        Gap and ``F`` before every solver iteration (``pg``: every accepted
+        step), then before every polish round.  A gap is NaN where the
+        solver stopped without computing it.
+    n_good, n_drop, n_swap : int
+        Step counts of the FW phase ([CS] §III-B; zero for ``pg``).
+    n_iter : int
+        Solver iterations (FW steps or accepted ``pg`` steps).
+    n_polish : int
+        Outer polish rounds (0 without polish).
+    gap_before_polish : float
+        Gap where the solver handed over to the polish (``gap`` without it).
+    converged : bool
+        Whether ``gap <= tol``.
+    stop_reason : str
+        ``"gap"``, ``"max_iter"``, ``"objective"`` (``ftol`` met, or ``pg``'s
+        own rule) or ``"line_search"`` (no ascent step found).
+    solver : str
+    """
+
+    weights: np.ndarray
+    coef: np.ndarray
+    centers: np.ndarray
+    sigma: float
+    active: np.ndarray
+    objective: float
+    gap: float
+    gap_history: np.ndarray
+    objective_history: np.ndarray
+    n_good: int
+    n_drop: int
+    n_swap: int
+    n_iter: int
+    n_polish: int
+    gap_before_polish: float
+    converged: bool
+    stop_reason: str
+    solver: str
+
+    @property
+    def n_nonzero(self) -> int:
+        """Number of nonzero mixing coefficients."""
+        return int(self.active.size)
+
+    def __repr__(self) -> str:
+        return (f"ImportanceWeights(solver={self.solver!r}, sigma={self.sigma:.4g}, n_centers={self.coef.size}, "
+                f"n_nonzero={self.n_nonzero}, gap={self.gap:.3g}, converged={self.converged})")
+
+
+def _frozen(a) -> np.ndarray:
+    a = np.array(a, copy=True)
+    a.setflags(write=False)
+    return a
+
+
+def check_pair(X_train, X_test) -> tuple[np.ndarray, np.ndarray]:
+    """Validated float64 copies of the training and test inputs (same number of columns)."""
+    X_train = as_2d("X_train", X_train)
+    X_test = as_2d("X_test", X_test)
+    if X_train.shape[1] != X_test.shape[1]:
+        raise ValueError(f"X_train and X_test must have the same number of columns (features), "
+                         f"got {X_train.shape[1]} and {X_test.shape[1]}")
+    return X_train, X_test
+
+
+def check_centers(centers, X_test: np.ndarray, random_state) -> np.ndarray:
+    """``None``: every test point; ``int m``: m test points drawn without replacement;
+    1-D ints: indices into ``X_test``; 2-D floats: the centres themselves."""
+    n_te, d = X_test.shape
+    if centers is None:
+        return X_test
+    if isinstance(centers, (int, np.integer)) and not isinstance(centers, bool):
+        m = int(centers)
+        if not 1 <= m <= n_te:
+            raise ValueError(f"centers must be between 1 and n_test = {n_te} when an int, got {m}")
+        rng = np.random.default_rng(random_state)
+        return X_test[np.sort(rng.choice(n_te, size=m, replace=False))]
+    arr = np.asarray(centers)
+    if arr.ndim == 1 and arr.dtype.kind in "iu":
+        if arr.size == 0:
+            raise ValueError("centers must not be empty")
+        if arr.min() < 0 or arr.max() >= n_te:
+            raise ValueError(f"centers indices must lie in [0, {n_te}) (rows of X_test), "
+                             f"got values from {arr.min()} to {arr.max()}")
+        return X_test[arr]
+    C = as_2d("centers", centers)
+    if C.shape[1] != d:
+        raise ValueError(f"centers must have {d} columns (the inputs' features), got {C.shape[1]}")
+    return C
+
+
+def median_distance(X_train: np.ndarray, X_test: np.ndarray, *, max_points: int = 1000, seed: int = 0) -> float:
+    """Median pairwise distance of the pooled inputs (on a subsample of at most ``max_points``)."""
+    Z = np.vstack([X_train, X_test])
+    if Z.shape[0] > max_points:
+        Z = Z[np.random.default_rng(seed).choice(Z.shape[0], max_points, replace=False)]
+    sq = np.sum(Z * Z, axis=1)
+    D2 = np.maximum(sq[:, None] + sq[None, :] - 2.0 * Z @ Z.T, 0.0)
+    iu = np.triu_indices(Z.shape[0], 1)
+    med = float(np.sqrt(np.median(D2[iu]))) if iu[0].size else 0.0
+    return med if med > 0.0 else 1.0
+
+
+def build_problem(X_train, X_test, C, sigma: float, *, stored: bool | None = None):
+    """The scaled problem of :mod:`fastsm._kernels.frank_wolfe` and ``b``; drops unusable centres.
+
+    Returns ``(problem, b, keep)`` with ``keep`` the indices of the centres used.
+    """
+    gamma = 1.0 / (2.0 * sigma * sigma)
+    b = np.empty(C.shape[0])
+    fwk.center_means(C, X_train, gamma, b)
+    keep = np.flatnonzero(b >= MIN_CENTER_MEAN)
+    if keep.size == 0:
+        raise ValueError(f"sigma = {sigma:g} is too small: no centre has a nonzero kernel value at any training "
+                         "point (the density ratio cannot be represented); increase sigma")
+    if keep.size < C.shape[0]:
+        warnings.warn(f"{C.shape[0] - keep.size} of {C.shape[0]} centres lie where the training density is zero "
+                      f"to working precision at sigma = {sigma:g} and are left out", RuntimeWarning, stacklevel=3)
+        C, b = np.ascontiguousarray(C[keep]), b[keep]
+    inv_b = 1.0 / b
+    if stored is None:
+        stored = C.shape[0] * X_test.shape[0] * 8 <= MAX_STORED_BYTES
+    if stored:
+        At = np.empty((C.shape[0], X_test.shape[0]))
+        fwk.scaled_kernel(C, X_test, gamma, inv_b, At)
+    else:
+        At = np.empty((0, 0))
+    return fwk.KliepProblem(At, X_test, np.ascontiguousarray(C), gamma, inv_b, bool(stored)), b, keep
+
+
+def _start(problem, b: np.ndarray) -> np.ndarray:
+    """[CS] Alg. 2 line 3 (the vertex of the smallest beta) if F is finite there, else uniform mu."""
+    n_c = b.size
+    mu = np.zeros(n_c)
+    mu[int(np.argmax(b))] = 1.0
+    z = np.empty(problem.Xte.shape[0])
+    fwk.combine(problem, mu, z, np.empty_like(z))
+    if np.all(z > 0.0):
+        return mu
+    mu[:] = 1.0 / n_c
+    fwk.combine(problem, mu, z, np.empty_like(z))
+    if not np.all(z > 0.0):
+        bad = int(np.flatnonzero(~(z > 0.0))[0])
+        raise ValueError(f"test point {bad} has a zero kernel value at every centre (sigma too small or centres "
+                         "too few): KLIEP's objective is -inf; increase sigma or use centers=None")
+    return mu
+
+
+def _trace(n: int) -> fwk.FWTrace:
+    return fwk.FWTrace(np.full(n, np.nan), np.full(n, np.nan), np.full(n, -1, dtype=np.int64),
+                       np.zeros(n, dtype=np.int64))
+
+
+def solve(problem, b, solver: str, *, max_iter: int, tol: float, ftol: float, polish: bool, threads,
+          check: bool = False) -> dict:
+    """Run a solver (and the polish) on a built problem; returns the raw results."""
+    n_te = problem.Xte.shape[0]
+    mu = _start(problem, b) if solver != "pg" else b.copy()  # pg: Sugiyama et al. start at alpha = 1
+    fw_tol = max(tol, POLISH_HANDOVER * n_te) if polish else tol
+    trace = _trace(max_iter + 2)
+    res: dict = {}
+
+    def body(run: Compute) -> None:
+        if solver == "pg":
+            it, reason = fwk.projected_gradient(problem, b, mu, max_iter, 100, trace, run.stop)
+            counts = (0, 0, 0, 0)
+            if polish:
+                reason = fwk.STOP_MAX_ITER  # replaced by the polish's reason
+        else:
+            it, reason, *counts = fwk.frank_wolfe(problem, _VARIANT[solver], mu, max_iter, fw_tol, ftol,
+                                                   1e-4, trace, run.stop, check)
+        res.update(n_iter=it, reason=reason, counts=counts)
+        gaps = np.full(51, np.nan)
+        if polish and reason != fwk.STOP_INTERRUPTED:
+            n_outer, reason = fwk.polish(problem, mu, tol, 50, 50, 1e-4, gaps, run.stop)
+            res.update(reason=reason, n_polish=n_outer, polish_gaps=gaps[: n_outer + 1])
+        else:
+            res.update(n_polish=0, polish_gaps=gaps[:0])
+
+    run_interruptible(threads, body, flops=4.0 * max_iter * n_te * b.size)
+    if res["reason"] == fwk.STOP_INTERRUPTED:  # pragma: no cover - run_interruptible re-raises first
+        raise KeyboardInterrupt
+    it = res["n_iter"]
+    mu[mu < 0.0] = 0.0
+    mu /= mu.sum()
+    res.update(mu=mu, trace=trace, gap_history=trace.gap[: it + 1], objective_history=trace.objective[: it + 1])
+    return res
+
+
+def estimate_weights(
+    X_train,
+    X_test,
+    *,
+    solver: Solver = "pfw",
+    sigma: float | None = None,
+    centers=None,
+    max_iter: int = DEFAULT_MAX_ITER,
+    tol: float = DEFAULT_TOL,
+    ftol: float = 0.0,
+    polish: bool = True,
+    threads: int | None = None,
+    random_state=None,
+) -> ImportanceWeights:
+    """KLIEP importance weights ``w = p_te / p_tr`` at the training points ([CS] §III).
+
+    Parameters
+    ----------
+    X_train : array_like (n_train, d)
+        Training inputs (a 1-D array is one feature).
+    X_test : array_like (n_test, d)
+        Test inputs (unlabelled).
+    solver : {"pfw", "afw", "fw", "pg"}
+        Pairwise FW ([CS] Alg. 5), away-step FW (Alg. 4), standard FW (Alg. 2),
+        each with the Armijo rule of Alg. 3; or projected gradient ascent as
+        Sugiyama et al. (2008) solve KLIEP (step sizes 10^3 ... 10^-3, at
+        most 100 steps each, until the likelihood stops increasing).
+    sigma : float, optional
+        Kernel width.  ``None``: chosen by likelihood cross-validation over
+        :func:`fastsm.shift.default_sigmas` (:func:`fastsm.shift.select_sigma`).
+    centers : None, int or array
+        ``None``: every test point is a centre ([CS]); an int ``m``: ``m``
+        random test points (Sugiyama et al. use 100); 1-D ints: indices into
+        ``X_test``; 2-D: the centres.
+    max_iter : int
+        Most solver iterations (FW steps; ``pg``: ascent steps).
+    tol : float
+        Stop when the duality gap ``<g, d_FW>`` is at most ``tol``: the gap
+        bounds ``F* - F``, the shortfall of the summed test log-likelihood
+        from its optimum.
+    ftol : float
+        Also stop a FW solver when one iteration raises ``F`` by at most
+        ``ftol * |F|`` (0: off).  ``ftol = 1e-6`` with ``polish=False`` is the
+        reading of the paper's "until convergence of (2)" used in
+        ``docs/shift.md``.
+    polish : bool
+        Beyond the paper: the solver runs until its gap is below
+        ``1e-2 * n_test`` (or ``tol``, ``max_iter``), then a fully-corrective
+        Newton polish on the active set closes the long tail (MATH §5).
+        ``gap_before_polish`` reports where it took over.
+    threads : int, optional
+        Numba threads for the kernel matrix and the gradient products.
+    random_state : int or Generator, optional
+        For ``centers=int`` and the cross-validation folds of ``sigma=None``.
+
+    Returns
+    -------
+    ImportanceWeights
+    """
+    X_train, X_test = check_pair(X_train, X_test)
+    check_choice("solver", solver, SOLVERS)
+    max_iter = check_int("max_iter", max_iter, low=0)
+    tol = check_scalar("tol", tol, low=0.0)
+    ftol = check_scalar("ftol", ftol, low=0.0)
+    if not isinstance(polish, (bool, np.bool_)):
+        raise TypeError(f"polish must be a bool, got {type(polish).__name__}")
+    C = check_centers(centers, X_test, random_state)
+    if sigma is None:
+        from fastsm.shift.select import select_sigma
+
+        sigma = select_sigma(X_train, X_test, centers=C, solver=solver, threads=threads,
+                             random_state=random_state).sigma
+    sigma = check_scalar("sigma", sigma, low=0.0, low_open=True)
+    return _fit(X_train, X_test, C, sigma, solver, max_iter=max_iter, tol=tol, ftol=ftol, polish=bool(polish),
+                threads=threads)
+
+
+def _fit(X_train, X_test, C, sigma, solver, *, max_iter, tol, ftol, polish, threads, check=False,
+         stored=None) -> ImportanceWeights:
+    problem, b, keep = build_problem(X_train, X_test, C, sigma, stored=stored)
+    res = solve(problem, b, solver, max_iter=max_iter, tol=tol, ftol=ftol, polish=polish, threads=threads,
+                check=check)
+    mu = res["mu"]
+    coef = mu / b
+    z = np.empty(X_test.shape[0])
+    fwk.combine(problem, mu, z, np.empty_like(z))
+    r = 1.0 / z
+    gt = np.empty(b.size)
+    with np.errstate(all="ignore"):
+        fwk.gradient(problem, r, gt)
+    gap = float(gt.max() - mu @ gt)
+    weights = _evaluate(problem.C, coef, X_train, problem.gamma)
+    active = np.flatnonzero(coef > 0.0)
+    hist_g = np.concatenate([res["gap_history"], res["polish_gaps"]])
+    fw_gaps = res["gap_history"][np.isfinite(res["gap_history"])]
+    n_good, n_drop, n_swap, violations = res["counts"]
+    iw = ImportanceWeights(
+        weights=_frozen(weights), coef=_frozen(coef), centers=_frozen(problem.C), sigma=float(sigma),
+        active=_frozen(active), objective=float(fwk.log_sum(z)), gap=gap, gap_history=_frozen(hist_g),
+        objective_history=_frozen(res["objective_history"]), n_good=int(n_good), n_drop=int(n_drop),
+        n_swap=int(n_swap), n_iter=int(res["n_iter"]), n_polish=int(res["n_polish"]),
+        gap_before_polish=float(fw_gaps[-1]) if fw_gaps.size else np.nan, converged=bool(gap <= tol),
+        stop_reason=_REASON[res["reason"]], solver=solver,
+    )
+    if check:
+        object.__setattr__(iw, "_violations", int(violations))
+        object.__setattr__(iw, "_trace", res["trace"])
+    return iw
+
+
+def _evaluate(C: np.ndarray, coef: np.ndarray, X: np.ndarray, gamma: float) -> np.ndarray:
+    nz = np.flatnonzero(coef > 0.0)
+    out = np.empty(X.shape[0])
+    inv = np.zeros(nz.size)  # scaled_kernel's row scale: coef as the per-centre factor
+    inv[:] = coef[nz]
+    Kt = np.empty((nz.size, X.shape[0]))
+    fwk.scaled_kernel(np.ascontiguousarray(C[nz]), X, gamma, inv, Kt)
+    out[:] = Kt.sum(axis=0) if nz.size else 0.0
+    return out
+
+
+def weights_at(iw: ImportanceWeights, X) -> np.ndarray:
+    """``w(x) = sum_l coef_l exp(-||x - c_l||^2 / (2 sigma^2))`` at new inputs ([CS] Eq. 1)."""
+    if not isinstance(iw, ImportanceWeights):
+        raise TypeError(f"iw must be an ImportanceWeights from estimate_weights, got {type(iw).__name__}")
+    X = as_2d("X", X)
+    if X.shape[1] != iw.centers.shape[1]:
+        raise ValueError(f"X must have {iw.centers.shape[1]} columns (the centres' features), got {X.shape[1]}")
+    return _evaluate(iw.centers, iw.coef, X, 1.0 / (2.0 * iw.sigma**2))
