@@ -4,9 +4,9 @@ from fastsm._threads import configure_threading_layer as _configure_threading_la
 
 _configure_threading_layer()  # before any parallel kernel runs: TBB, else workqueue (never GNU OpenMP)
 
-from fastsm import datasets, divergences, gmm, tgp  # noqa: E402
+from fastsm import datasets, divergences, gmm, shift, tgp  # noqa: E402
 from fastsm._threads import threading_layer  # noqa: E402
 
 __version__ = "0.1.0"
 
-__all__ = ["tgp", "divergences", "gmm", "datasets", "threading_layer", "__version__"]
+__all__ = ["tgp", "shift", "divergences", "gmm", "datasets", "threading_layer", "__version__"]

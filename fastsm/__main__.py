@@ -1,4 +1,4 @@
-"""Command line: ``python -m fastsm demo``, ``python -m fastsm bench`` and ``--version``."""
+"""Command line: ``python -m fastsm demo``, ``shift``, ``bench`` and ``--version``."""
 
 from __future__ import annotations
 
@@ -15,6 +15,10 @@ def main(argv: list[str] | None = None) -> int:
     demo = sub.add_parser("demo", help="KLTGP, IKLTGP and SMTGP on Toy 1 and Toy 2 ([SM] Table 2)")
     demo.add_argument("--threads", type=int, default=None)
     demo.add_argument("--seed", type=int, default=0)
+    shift = sub.add_parser("shift", help="KLIEP weights by pg/fw/afw/pfw and IW-KLTGP/IW-SMTGP on the covariate-shift "
+                                         "toy ([CS] §III-D)")
+    shift.add_argument("--threads", type=int, default=None)
+    shift.add_argument("--seed", type=int, default=0)
     bench = sub.add_parser("bench", help="batched-objective GFLOP/s and speed-up table (fastsm/bench.py; "
                                          "columns explained in its output)")
     bench.add_argument("--sizes", type=int, nargs="+", default=[250, 1000])
@@ -26,6 +30,10 @@ def main(argv: list[str] | None = None) -> int:
         print("fastsm demo: [SM] Table 2 on Toy 1 and Toy 2 (mean absolute error; paper's value beside ours)")
         print(format_table(run(threads=args.threads, seed=args.seed, log=print)))
         return 0
+    if args.command == "shift":
+        from fastsm.shift_demo import main as shift_main
+
+        return shift_main(threads=args.threads, seed=args.seed)
     from fastsm.bench import main as bench_main
 
     return bench_main(sizes=args.sizes, threads=args.threads)

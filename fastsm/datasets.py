@@ -5,11 +5,23 @@ The order is that of scikit-learn's ``train_test_split``; every array is 2-D.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from fastsm._validation import check_int, check_scalar
 
-__all__ = ["toy1", "toy2", "random_structured", "gmm_manifold"]
+__all__ = ["toy1", "toy2", "random_structured", "gmm_manifold", "covariate_shift_toy", "ShiftData"]
+
+
+class ShiftData(NamedTuple):
+    """A covariate-shift data set: unpacks as ``X_train, X_test, Y_train, Y_test, ratio_train``."""
+
+    X_train: np.ndarray
+    X_test: np.ndarray
+    Y_train: np.ndarray
+    Y_test: np.ndarray
+    ratio_train: np.ndarray  # true p_te(x) / p_tr(x) at the training inputs
 
 def _s_curve(y: np.ndarray) -> np.ndarray:
     return y + 0.3 * np.sin(2.0 * np.pi * y)
@@ -171,3 +183,39 @@ def gmm_manifold(
         mixtures.append(GaussianMixture(np.full(K, 1.0 / K), np.tile(mean, (K, 1)), S[idx]))
         labels.append(cls)
     return mixtures, np.array(labels)
+
+
+def _normal_pdf(x: np.ndarray, mean: float, sd: float) -> np.ndarray:
+    return np.exp(-0.5 * ((x - mean) / sd) ** 2) / (sd * np.sqrt(2.0 * np.pi))
+
+
+def covariate_shift_toy(n_train: int = 500, n_test: int = 300, seed: int = 0, *, noise: float = 0.1) -> ShiftData:
+    """The synthetic covariate-shift problem of [CS] §III-D.
+
+    ``y = -2 x^3 + 3 sinc(x) + 1 + eps``, ``eps ~ N(0, noise^2)`` (0.1 in the
+    paper), training inputs ``x ~ N(0.5, 0.5^2)``, test inputs
+    ``x ~ N(0, 0.3^2)``.  ``sinc`` is the normalised ``sin(pi x) / (pi x)``
+    (MATLAB's and NumPy's; the paper does not say).  Test outputs carry the
+    same noise.
+
+    Returns
+    -------
+    ShiftData
+        ``X_train (n_train, 1), X_test (n_test, 1), Y_train, Y_test`` and
+        ``ratio_train``, the true density ratio ``p_te / p_tr`` at the
+        training inputs.
+    """
+    check_int("n_train", n_train, low=1)
+    check_int("n_test", n_test, low=1)
+    noise = check_scalar("noise", noise, low=0.0)
+    rng = np.random.default_rng(seed)
+    x_tr = rng.normal(0.5, 0.5, n_train)
+    x_te = rng.normal(0.0, 0.3, n_test)
+
+    def f(x):
+        return -2.0 * x**3 + 3.0 * np.sinc(x) + 1.0
+
+    y_tr = f(x_tr) + noise * rng.standard_normal(n_train)
+    y_te = f(x_te) + noise * rng.standard_normal(n_test)
+    ratio = _normal_pdf(x_tr, 0.0, 0.3) / _normal_pdf(x_tr, 0.5, 0.5)
+    return ShiftData(x_tr[:, None], x_te[:, None], y_tr[:, None], y_te[:, None], ratio)

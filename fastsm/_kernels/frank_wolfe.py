@@ -65,7 +65,7 @@ class FWTrace(NamedTuple):
 
     gap: np.ndarray
     objective: np.ndarray
-    step: np.ndarray  # GOOD / DROP / SWAP, -1 for no step
+    step: np.ndarray  # kind of the step from iterate i to i + 1: GOOD / DROP / SWAP (-1: none)
     n_active: np.ndarray
 
 
@@ -246,8 +246,8 @@ def frank_wolfe(p, variant, mu, max_iter, tol, ftol, tau, trace, stop, check):
     ``mu`` must lie on the unit simplex.  Stops when the duality gap is at
     most ``tol``, when the relative increase of ``F`` over one iteration is
     at most ``ftol`` (``ftol > 0``), at ``max_iter`` or when ``stop[0]`` is
-    set.  ``trace`` records the gap and ``F`` before every iteration, the
-    step kind and the active-set size after it.
+    set.  ``trace`` records the gap, ``F`` and the active-set size at every
+    iterate and the kind of every step.
 
     Returns ``(n_iter, stop_reason, n_good, n_drop, n_swap, violations)``.
     """
@@ -283,7 +283,6 @@ def frank_wolfe(p, variant, mu, max_iter, tol, ftol, tau, trace, stop, check):
         gap = gmax - mg
         trace.gap[it] = gap
         trace.objective[it] = f
-        trace.step[it] = -1
         trace.n_active[it] = n_active
         if gap <= tol:
             reason = STOP_GAP
@@ -380,8 +379,8 @@ def frank_wolfe(p, variant, mu, max_iter, tol, ftol, tau, trace, stop, check):
             n_drop += 1
         else:
             n_swap += 1
-        it += 1
         trace.step[it] = kind
+        it += 1
         if check:
             violations += _check(mu, in_active, n_active)
         f_old = f

@@ -23,21 +23,27 @@ def _rbf(A, B, gamma):
     return np.exp(-gamma * cdist(A, B, "sqeuclidean"))
 
 
-def fit(X, Y, params: TGPParams | None = None, *, methods=("kl", "ikl", "sm"), threads=None) -> TGPModel:
-    """Twin of :func:`fastsm.tgp.fit` (``numpy.linalg.inv`` and ``slogdet``)."""
+def fit(X, Y, params: TGPParams | None = None, *, methods=("kl", "ikl", "sm"), threads=None,
+        sample_weight=None) -> TGPModel:
+    """Twin of :func:`fastsm.tgp.fit` (``numpy.linalg.inv`` and ``slogdet``; noise ``lambda / w_i``)."""
     p = TGPParams() if params is None else params
     X = np.atleast_2d(np.asarray(X, dtype=float).T).T if np.ndim(X) == 1 else np.asarray(X, dtype=float)
     Y = np.atleast_2d(np.asarray(Y, dtype=float).T).T if np.ndim(Y) == 1 else np.asarray(Y, dtype=float)
-    Kx = _rbf(X, X, p.gamma_x) + p.lambda_x * np.eye(len(X))
-    Ky = _rbf(Y, Y, p.gamma_y) + p.lambda_y * np.eye(len(Y))
+    w = None
+    if sample_weight is not None:
+        w = np.asarray(sample_weight, dtype=float)
+        X, Y, w = X[w > 0], Y[w > 0], w[w > 0]
+    noise = np.eye(len(X)) if w is None else np.diag(1.0 / w)
+    Kx = _rbf(X, X, p.gamma_x) + p.lambda_x * noise
+    Ky = _rbf(Y, Y, p.gamma_y) + p.lambda_y * noise
     Kxy = (1 - p.alpha) * Kx + p.alpha * Ky
     Kx_inv, Ky_inv, Kxy_inv = np.linalg.inv(Kx), np.linalg.inv(Ky), np.linalg.inv(Kxy)
     C = Ky_inv @ Kx @ Ky_inv if "ikl" in methods else None
     spread = float(np.sqrt(np.sum(np.var(Y, axis=0)))) or 1.0
     parts = dict(Kx_inv=Kx_inv, Ky_inv=Ky_inv, Kxy_inv=Kxy_inv, C=C, logdet_x=np.linalg.slogdet(Kx)[1],
                  logdet_y=np.linalg.slogdet(Ky)[1], logdet_xy=np.linalg.slogdet(Kxy)[1], y_spread=spread,
-                 ridge_coef=ridge(X, Y))
-    return TGPModel._from_parts(X, Y, p, tuple(methods), parts)
+                 ridge_coef=ridge(X, Y, w))
+    return TGPModel._from_parts(X, Y, p, tuple(methods), parts, w)
 
 
 def _point_objective(model: TGPModel, x: np.ndarray, method: str, beta: float | None = None):

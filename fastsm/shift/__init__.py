@@ -4,5 +4,7 @@ Importance-weighted TGP is :func:`fastsm.tgp.fit` with ``sample_weight``.
 """
 
 from fastsm.shift.kliep import SOLVERS, ImportanceWeights, estimate_weights, weights_at
+from fastsm.shift.select import SigmaSelection, default_sigmas, select_sigma, weighted_kernel_ridge
 
-__all__ = ["SOLVERS", "ImportanceWeights", "estimate_weights", "weights_at"]
+__all__ = ["SOLVERS", "ImportanceWeights", "estimate_weights", "weights_at", "SigmaSelection", "select_sigma",
+           "default_sigmas", "weighted_kernel_ridge"]

@@ -310,12 +310,13 @@ def estimate_weights(
     ftol = check_scalar("ftol", ftol, low=0.0)
     if not isinstance(polish, (bool, np.bool_)):
         raise TypeError(f"polish must be a bool, got {type(polish).__name__}")
-    C = check_centers(centers, X_test, random_state)
+    rng = np.random.default_rng(random_state)
+    C = check_centers(centers, X_test, rng)
     if sigma is None:
         from fastsm.shift.select import select_sigma
 
-        sigma = select_sigma(X_train, X_test, centers=C, solver=solver, threads=threads,
-                             random_state=random_state).sigma
+        sigma = select_sigma(X_train, X_test, centers=centers, solver=solver, threads=threads,
+                             random_state=rng).sigma
     sigma = check_scalar("sigma", sigma, low=0.0, low_open=True)
     return _fit(X_train, X_test, C, sigma, solver, max_iter=max_iter, tol=tol, ftol=ftol, polish=bool(polish),
                 threads=threads)

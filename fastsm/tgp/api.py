@@ -37,8 +37,9 @@ def fit(
     *,
     methods: tuple[str, ...] | None = ("kl", "ikl", "sm"),
     threads: int | None = None,
+    sample_weight=None,
 ) -> TGPModel:
-    """Precompute a twin-GP model from training data.
+    """Precompute a twin-GP model from training data (importance-weighted with ``sample_weight``).
 
     Parameters
     ----------
@@ -55,6 +56,17 @@ def fit(
         Numba threads for the kernel matrices and ``C``.  The Cholesky
         factorisations run on one BLAS thread so that the model is bitwise
         the same for every thread count (:mod:`fastsm.tgp.fitting`).
+    sample_weight : array_like (N,), optional
+        Importance weights ``w_i >= 0`` (e.g. ``estimate_weights(...).weights``)
+        for IW-KLTGP / IW-IKLTGP / IW-SMTGP ([CS] §IV-B) in the form of
+        MATH §6: ``K_X = K0_X + lambda_x W^-1``, ``K_Y = K0_Y + lambda_y W^-1``
+        and ``K_XY = (1-a) K_X + a K_Y`` — GP noise ``lambda / w_i`` per
+        training point.  ([CS] Eq. 12–13 read literally, ``W^1/2 K W^1/2``,
+        leave every prediction unchanged.)  The weights are used as given
+        (KLIEP's have mean 1); ``w = 1`` reproduces the unweighted model bit
+        for bit; points with ``w_i = 0`` are left out.  ``predict`` is
+        unchanged and ``Prediction.log_certainty`` is then the weighted
+        certainty ``phi_W`` ([CS] Eq. 17).
 
     Returns
     -------
@@ -62,8 +74,8 @@ def fit(
         Holds private read-only copies of ``X``, ``Y`` and the factors.
     """
     params = TGPParams() if params is None else params
-    X, Y, methods = check_training(X, Y, params, methods)
-    return TGPModel._from_parts(X, Y, params, methods, factorize(X, Y, params, methods, threads))
+    X, Y, methods, w = check_training(X, Y, params, methods, sample_weight)
+    return TGPModel._from_parts(X, Y, params, methods, factorize(X, Y, params, methods, threads, w), w)
 
 
 def _check_model(model) -> TGPModel:

@@ -11,13 +11,15 @@ thread count.  A fitted model is bitwise the same whatever ``threads`` is.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from scipy.linalg import lapack
 
 from fastsm._kernels.gemm import blocked_gemm
 from fastsm._kernels.rbf import rbf_gram
 from fastsm._threads import thread_limits
-from fastsm._validation import as_2d
+from fastsm._validation import as_2d, as_float_array
 
 METHODS: tuple[str, ...] = ("sm", "kl", "ikl", "sm_cubic")
 DEFAULT_METHODS: tuple[str, ...] = ("kl", "ikl", "sm")
@@ -44,8 +46,26 @@ def _check_spread(name: str, A: np.ndarray) -> None:
         raise ValueError(f"{name} is too large to fit in float64 arithmetic (its variance overflows); rescale it")
 
 
-def check_training(X, Y, params, methods):
-    """Validated copies of the training data and the method tuple."""
+def check_sample_weight(sample_weight, n: int) -> np.ndarray | None:
+    """``None`` or a finite, non-negative, not-all-zero vector of length ``n``."""
+    if sample_weight is None:
+        return None
+    w = as_float_array("sample_weight", sample_weight, ndim=1)
+    if w.shape[0] != n:
+        raise ValueError(f"sample_weight must have one entry per training point ({n}), got {w.shape[0]}")
+    if np.any(w < 0.0):
+        raise ValueError(f"sample_weight must be >= 0, got a minimum of {w.min():g}")
+    if not np.any(w > 0.0):
+        raise ValueError("sample_weight must have at least one positive entry, got all zeros")
+    return w
+
+
+def check_training(X, Y, params, methods, sample_weight=None):
+    """Validated copies of the training data, the method tuple and the weights.
+
+    Training points of zero weight are left out (their noise ``lambda / w``
+    is infinite: they carry no information, MATH §6).
+    """
     from fastsm.tgp.model import TGPParams
 
     if not isinstance(params, TGPParams):
@@ -54,9 +74,17 @@ def check_training(X, Y, params, methods):
     Y = as_2d("Y", Y)
     if X.shape[0] != Y.shape[0]:
         raise ValueError(f"X and Y must have the same number of rows, got {X.shape[0]} and {Y.shape[0]}")
+    w = check_sample_weight(sample_weight, X.shape[0])
+    if w is not None:
+        if params.lambda_x == 0.0 and params.lambda_y == 0.0 and np.ptp(w) > 0.0:
+            warnings.warn("sample_weight has no effect with lambda_x = lambda_y = 0: the weights act through the "
+                          "noise lambda / w_i (MATH §6)", UserWarning, stacklevel=3)
+        keep = w > 0.0
+        if not keep.all():
+            X, Y, w = np.ascontiguousarray(X[keep]), np.ascontiguousarray(Y[keep]), np.ascontiguousarray(w[keep])
     _check_spread("X", X)
     _check_spread("Y", Y)
-    return X, Y, check_methods(methods)
+    return X, Y, check_methods(methods), w
 
 
 def spd_inverse(K: np.ndarray, name: str, lam_name: str) -> tuple[np.ndarray, float]:
@@ -87,17 +115,23 @@ def spd_inverse(K: np.ndarray, name: str, lam_name: str) -> tuple[np.ndarray, fl
     return np.ascontiguousarray(inv), logdet
 
 
-def ridge(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+def ridge(X: np.ndarray, Y: np.ndarray, sample_weight: np.ndarray | None = None) -> np.ndarray:
     """Ridge regression with an unpenalised bias: Bo & Sminchisescu's start.
 
     Solved by least squares (minimal norm), so one training point or
     identical inputs give the mean of ``Y`` rather than a singular system.
+    With ``sample_weight`` the squared residuals are weighted.
     """
     n, dx = X.shape
     Xc = X - X.mean(axis=0)
     r = 1e-6 * max(float(np.mean(np.sum(Xc * Xc, axis=0))), 1e-300)
-    A = np.vstack([np.hstack([X, np.ones((n, 1))]), np.hstack([np.sqrt(r) * np.eye(dx), np.zeros((dx, 1))])])
-    b = np.vstack([Y, np.zeros((dx, Y.shape[1]))])
+    A1 = np.hstack([X, np.ones((n, 1))])
+    Y1 = Y
+    if sample_weight is not None:
+        s = np.sqrt(sample_weight)[:, None]
+        A1, Y1 = s * A1, s * Y
+    A = np.vstack([A1, np.hstack([np.sqrt(r) * np.eye(dx), np.zeros((dx, 1))])])
+    b = np.vstack([Y1, np.zeros((dx, Y.shape[1]))])
     return np.linalg.lstsq(A, b, rcond=None)[0]
 
 
@@ -107,12 +141,25 @@ def _read_only(a: np.ndarray) -> np.ndarray:
     return v
 
 
-def factorize(X: np.ndarray, Y: np.ndarray, params, methods: tuple[str, ...], threads: int | None) -> dict:
-    """Everything a model precomputes from its training data (MATH §2–§3)."""
+def weighted_gram(Z: np.ndarray, gamma: float, lam: float, sample_weight: np.ndarray | None) -> np.ndarray:
+    """``K0 + lam I``, or ``K0 + lam W^-1`` with weights: GP noise ``lam / w_i`` (MATH §6).
+
+    ``w = 1`` gives the unweighted matrix bit for bit (``1 + 0 + lam``).
+    """
+    if sample_weight is None:
+        return rbf_gram(Z, gamma, lam)
+    K = rbf_gram(Z, gamma, 0.0)
+    K[np.diag_indices_from(K)] += lam / sample_weight
+    return K
+
+
+def factorize(X: np.ndarray, Y: np.ndarray, params, methods: tuple[str, ...], threads: int | None,
+              sample_weight: np.ndarray | None = None) -> dict:
+    """Everything a model precomputes from its training data (MATH §2–§3, §6 with weights)."""
     p = params
     with thread_limits(threads):
-        Kx = rbf_gram(X, p.gamma_x, p.lambda_x)
-        Ky = rbf_gram(Y, p.gamma_y, p.lambda_y)
+        Kx = weighted_gram(X, p.gamma_x, p.lambda_x, sample_weight)
+        Ky = weighted_gram(Y, p.gamma_y, p.lambda_y, sample_weight)
         Kxy = (1.0 - p.alpha) * Kx + p.alpha * Ky
         Kx_inv, ld_x = spd_inverse(Kx, "K_X", "lambda_x")
         Ky_inv, ld_y = spd_inverse(Ky, "K_Y", "lambda_y")
@@ -129,5 +176,5 @@ def factorize(X: np.ndarray, Y: np.ndarray, params, methods: tuple[str, ...], th
     return {
         "Kx_inv": Kx_inv, "Ky_inv": Ky_inv, "Kxy_inv": Kxy_inv, "C": C,
         "logdet_x": ld_x, "logdet_y": ld_y, "logdet_xy": ld_xy,
-        "y_spread": spread if spread > 0.0 else 1.0, "ridge_coef": ridge(X, Y),
+        "y_spread": spread if spread > 0.0 else 1.0, "ridge_coef": ridge(X, Y, sample_weight),
     }

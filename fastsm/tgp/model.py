@@ -74,6 +74,10 @@ class TGPModel:
     params : TGPParams
     methods : tuple of str
         Methods the model serves (``"ikl"`` needs ``C``).
+    sample_weight : ndarray or None
+        Importance weights of the training points (IW-TGP, MATH §6): the
+        kernel matrices carry the noise ``lambda / w_i`` on their diagonals.
+        Points of zero weight are left out of ``X``, ``Y`` and the weights.
     Kx_inv, Ky_inv, Kxy_inv : ndarray
         ``K_X^-1``, ``K_Y^-1`` and ``K_XY^-1`` with ``K_XY = (1-a) K_X + a K_Y``.
     C : ndarray or None
@@ -92,6 +96,7 @@ class TGPModel:
     Y: np.ndarray
     params: TGPParams = field(default_factory=TGPParams)
     methods: tuple[str, ...] = ("kl", "ikl", "sm")
+    sample_weight: np.ndarray | None = None
     Kx_inv: np.ndarray = field(init=False)
     Ky_inv: np.ndarray = field(init=False)
     Kxy_inv: np.ndarray = field(init=False)
@@ -105,22 +110,22 @@ class TGPModel:
     def __post_init__(self) -> None:
         from fastsm.tgp.fitting import check_training, factorize
 
-        X, Y, methods = check_training(self.X, self.Y, self.params, self.methods)
-        self._set(X, Y, methods, factorize(X, Y, self.params, methods, threads=None))
+        X, Y, methods, w = check_training(self.X, self.Y, self.params, self.methods, self.sample_weight)
+        self._set(X, Y, methods, factorize(X, Y, self.params, methods, threads=None, sample_weight=w), w)
 
-    def _set(self, X, Y, methods, parts: dict) -> None:
-        for name, value in (("X", X), ("Y", Y), *parts.items()):
+    def _set(self, X, Y, methods, parts: dict, sample_weight=None) -> None:
+        for name, value in (("X", X), ("Y", Y), ("sample_weight", sample_weight), *parts.items()):
             if isinstance(value, np.ndarray) or value is None:
                 value = _frozen_copy(value)
             object.__setattr__(self, name, value)
         object.__setattr__(self, "methods", tuple(methods))
 
     @classmethod
-    def _from_parts(cls, X, Y, params: TGPParams, methods, parts: dict) -> TGPModel:
+    def _from_parts(cls, X, Y, params: TGPParams, methods, parts: dict, sample_weight=None) -> TGPModel:
         """A model from precomputed parts (``fit``, the reference twin); copies and freezes them."""
         self = object.__new__(cls)
         object.__setattr__(self, "params", params)
-        self._set(X, Y, methods, parts)
+        self._set(X, Y, methods, parts, sample_weight)
         return self
 
     @property
@@ -130,7 +135,7 @@ class TGPModel:
 
     def __repr__(self) -> str:
         return (f"TGPModel(n_train={self.n_train}, dx={self.X.shape[1]}, dy={self.Y.shape[1]}, "
-                f"params={self.params!r}, methods={self.methods!r})")
+                f"params={self.params!r}, methods={self.methods!r}, weighted={self.sample_weight is not None})")
 
 
 @dataclass(frozen=True, eq=False, repr=False)
