@@ -1,0 +1,112 @@
+"""KLIEP solvers against the Python peers on PyPI (densratio, adapt) and our own ``pg``, at a fixed sigma.
+
+Every solver gets the same problem: the [CS] §III-D toy with n_tr = n_te = n,
+sigma = 0.3, every test point a Gaussian centre.  For each result the
+optimality gap ``F* - F`` and the duality gap ``<g, d_FW>`` are recomputed
+here with NumPy from the returned coefficients and centres; ``F*`` comes from
+a high-accuracy solve (fastsm pfw + polish to a duality gap <= 1e-10, a
+certificate: ``F* - F <= gap``).
+
+Needs the optional peers: ``pip install -e ".[bench]"`` (adapt pulls in
+TensorFlow).  Run: ``python benchmarks/shift_peers.py [--sizes 300 2000 5000]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+
+import numpy as np
+from scipy.spatial.distance import cdist
+
+from fastsm import datasets, shift
+
+SIGMA = 0.3
+
+
+def certificate(Xtr, Xte, C, coef, sigma=SIGMA):
+    """``(F, duality gap, nonzeros)`` of coefficients ``coef`` on centres ``C`` (NumPy, independent of fastsm)."""
+    g = 1.0 / (2 * sigma**2)
+    A = np.exp(-g * cdist(Xte, C, "sqeuclidean"))
+    b = np.exp(-g * cdist(Xtr, C, "sqeuclidean")).mean(axis=0)
+    a = np.maximum(np.asarray(coef, dtype=float).ravel(), 0.0)
+    a = a / (b @ a)
+    z = A @ a
+    gt = (A.T @ (1.0 / z)) / b
+    mu = b * a
+    return float(np.sum(np.log(z))), float(gt.max() - mu @ gt), int(np.count_nonzero(a > 0))
+
+
+def timed(fn, repeat):
+    best, out = np.inf, None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - t0)
+    return best, out
+
+
+def run(n: int, *, adapt_iters: list[int], repeat: int) -> list[dict]:
+    d = datasets.covariate_shift_toy(n_train=n, n_test=n, seed=0)
+    Xtr, Xte = d.X_train, d.X_test
+    ref = shift.estimate_weights(Xtr, Xte, sigma=SIGMA, tol=1e-10)
+    f_star, gap_star, _ = certificate(Xtr, Xte, ref.centers, ref.coef)
+    rows = []
+
+    def add(name, seconds, C, coef):
+        f, gap, nnz = certificate(Xtr, Xte, C, coef)
+        rows.append({"n": n, "solver": name, "seconds": seconds, "subopt": max(f_star - f, 0.0), "gap": gap,
+                     "nonzero": nnz})
+
+    shift.estimate_weights(Xtr[:50], Xte[:50], sigma=SIGMA)  # compile / load the kernels before timing
+    for tol in (1e-5, 1e-8):
+        t, iw = timed(lambda tol=tol: shift.estimate_weights(Xtr, Xte, sigma=SIGMA, tol=tol), repeat)
+        add(f"fastsm pfw + polish, tol {tol:g}", t, iw.centers, iw.coef)
+    for solver in ("pfw", "afw", "fw"):
+        t, iw = timed(lambda s=solver: shift.estimate_weights(Xtr, Xte, sigma=SIGMA, solver=s, polish=False,
+                                                              tol=1e-5, max_iter=2000), repeat)
+        add(f"fastsm {solver}, no polish, 2000 it", t, iw.centers, iw.coef)
+    t, iw = timed(lambda: shift.estimate_weights(Xtr, Xte, sigma=SIGMA, solver="pg", polish=False), repeat)
+    add("fastsm pg (Sugiyama), no polish", t, iw.centers, iw.coef)
+    try:
+        from densratio import densratio
+    except ImportError:  # pragma: no cover - optional peer
+        print("densratio not installed: skipped")
+    else:
+        t, res = timed(lambda: densratio(Xte, Xtr, method="KLIEP", sigma=SIGMA, kernel_num=n, verbose=False), repeat)
+        add("densratio KLIEP (pg)", t, res.kernel_info.centers, res.theta)
+    try:
+        from adapt.instance_based import KLIEP
+    except ImportError:  # pragma: no cover - optional peer
+        print("adapt not installed: skipped")
+    else:
+        for iters in adapt_iters:
+            def fit_adapt(iters=iters):
+                m = KLIEP(gamma=1.0 / (2 * SIGMA**2), max_centers=n, algo="FW", max_iter=iters, verbose=0,
+                          random_state=0)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    m.fit_weights(Xtr, Xte)
+                return m
+
+            t, m = timed(fit_adapt, 1 if iters > 2000 else repeat)
+            add(f"adapt KLIEP FW, {iters} it", t, m.centers_, m.alphas_)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[300, 2000, 5000])
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    print(f"{'n':>5} {'solver':38} {'time [s]':>10} {'F* - F':>10} {'duality gap':>12} {'nonzero':>8}")
+    for n in args.sizes:
+        iters = [2000, 20000] if n <= 2000 else [2000]
+        for r in run(n, adapt_iters=iters, repeat=args.repeat):
+            print(f"{r['n']:5d} {r['solver']:38} {r['seconds']:10.4f} {r['subopt']:10.2e} {r['gap']:12.2e} "
+                  f"{r['nonzero']:8d}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
