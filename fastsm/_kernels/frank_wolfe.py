@@ -504,12 +504,40 @@ def _support(mu, S):
     return k
 
 
+#: Atoms with the largest positive gaps added to the support per polish round.
+N_ADD = 8
+
+
+@kernel()
+def _add_candidates(gt, mg, mu, S, k, n_add):
+    """Add up to ``n_add`` atoms outside the support with the largest ``gt_l > mu^T gt``, best first."""
+    best = np.full(n_add, -1, dtype=np.int64)
+    m = 0
+    for l in range(gt.shape[0]):
+        if mu[l] != 0.0 or not gt[l] > mg:
+            continue
+        if m < n_add:
+            m += 1
+        elif gt[l] <= gt[best[m - 1]]:
+            continue
+        q = m - 1
+        while q > 0 and gt[best[q - 1]] < gt[l]:
+            best[q] = best[q - 1]
+            q -= 1
+        best[q] = l
+    for q in range(m):
+        S[k] = best[q]
+        k += 1
+    return k
+
+
 @kernel()
 def polish(p, mu, tol, max_outer, max_inner, tau, gaps, stop):
     """Fully-corrective Newton polish (beyond [CS]; MATH §5), from ``mu`` (in place).
 
     Outer loop: one gradient ``At (1/z)``, the duality gap (the certificate),
-    then the FW vertex joins the support and ``F`` is maximised over the
+    then the FW vertex and up to ``N_ADD - 1`` further atoms with positive
+    gaps join the support and ``F`` is maximised over the
     support's face of the simplex by Newton steps with the equality
     constraint ``sum mu = 1`` eliminated through its multiplier; a step that
     reaches the face's boundary drops that atom (ratio test), so the support
@@ -541,9 +569,7 @@ def polish(p, mu, tol, max_outer, max_inner, tau, gaps, stop):
             return o, STOP_MAX_ITER
         if stop[0] != 0:
             return o, STOP_INTERRUPTED
-        if mu[l_fw] == 0.0:
-            S[k] = l_fw
-            k += 1
+        k = _add_candidates(gt, mg, mu, S, k, N_ADD)
         f = log_sum(z)
         for _ in range(max_inner):
             E = np.empty((k, n))
@@ -576,8 +602,21 @@ def polish(p, mu, tol, max_outer, max_inner, tau, gaps, stop):
             dec = 0.0
             for q in range(k):
                 dec += g[q] * delta[q]
-            if not dec > 1e-30 * n:
+            noise = 0.0
+            for j in range(n):
+                noise += abs(np.log(z[j])) + 1.0
+            noise *= 8.0 * 2.220446049250313e-16
+            if not dec > 1e-10 * noise:  # Newton converged far below F's rounding level
                 break
+            kk = 0  # added atoms (mu = 0) that Newton wants negative leave the face before any step
+            for q in range(k):
+                if mu[S[q]] == 0.0 and delta[q] < 0.0:
+                    continue
+                S[kk] = S[q]
+                kk += 1
+            if kk < k:
+                k = kk
+                continue
             t_max = np.inf
             q_hit = -1
             for q in range(k):
@@ -592,19 +631,16 @@ def polish(p, mu, tol, max_outer, max_inner, tau, gaps, stop):
                 for q in range(k):
                     s += delta[q] * E[q, j]
                 dz[j] = s
-            noise = 0.0
-            for j in range(n):
-                noise += abs(np.log(z[j])) + 1.0
-            rho, f_new, ok = armijo_max(z, dz, f, dec, t0, tau, 8.0 * 2.220446049250313e-16 * noise)
+            rho, f_new, ok = armijo_max(z, dz, f, dec, t0, tau, noise)
             if not ok:
                 break
             for q in range(k):
                 mu[S[q]] += rho * delta[q]
             if rho == t_max:
-                mu[S[q_hit]] = 0.0
+                mu[S[q_hit]] = -1.0  # reached the face's boundary: dropped below
             kk = 0
-            for q in range(k):  # the support keeps atoms with mu > 0 only
-                if mu[S[q]] > 0.0:
+            for q in range(k):  # drop the atom that hit zero (and any rounded below it)
+                if mu[S[q]] >= 0.0:
                     S[kk] = S[q]
                     kk += 1
                 else:
