@@ -413,6 +413,23 @@ def _project_pg(alpha, b, bb):
 
 
 @kernel()
+def _record_pg(p, z, mu, score, it, r, gt, trace):
+    """Gradient ``gt`` at ``z`` (``r = 1/z`` as scratch) and the trace row ``it`` of a projected-gradient step."""
+    for j in range(z.shape[0]):
+        r[j] = 1.0 / z[j]
+    gradient(p, r, gt)
+    _, gmax, mg = _gap(gt, mu)
+    trace.gap[it] = gmax - mg
+    trace.objective[it] = score
+    trace.step[it] = -1
+    nnz = 0
+    for l in range(mu.shape[0]):
+        if mu[l] > 0.0:
+            nnz += 1
+    trace.n_active[it] = nnz
+
+
+@kernel()
 def projected_gradient(p, b, mu, max_iter, iter_per_step, trace, stop):
     """KLIEP as Sugiyama et al. (2008) solve it: projected gradient ascent in ``alpha``.
 
@@ -448,18 +465,7 @@ def projected_gradient(p, b, mu, max_iter, iter_per_step, trace, stop):
     eps = 1e3
     for _ in range(7):
         for _ in range(iter_per_step):
-            for j in range(n):
-                r[j] = 1.0 / z[j]
-            gradient(p, r, gt)
-            l_fw, gmax, mg = _gap(gt, mu)
-            trace.gap[it] = gmax - mg
-            trace.objective[it] = score
-            trace.step[it] = -1
-            nnz = 0
-            for l in range(n_c):
-                if mu[l] > 0.0:
-                    nnz += 1
-            trace.n_active[it] = nnz
+            _record_pg(p, z, mu, score, it, r, gt, trace)
             if it >= max_iter:
                 return it, STOP_MAX_ITER
             if stop[0] != 0:
@@ -479,18 +485,7 @@ def projected_gradient(p, b, mu, max_iter, iter_per_step, trace, stop):
             z[:] = z_t
             it += 1
         eps *= 0.1
-    for j in range(n):
-        r[j] = 1.0 / z[j]
-    gradient(p, r, gt)
-    l_fw, gmax, mg = _gap(gt, mu)
-    trace.gap[it] = gmax - mg
-    trace.objective[it] = score
-    trace.step[it] = -1
-    nnz = 0
-    for l in range(n_c):
-        if mu[l] > 0.0:
-            nnz += 1
-    trace.n_active[it] = nnz
+    _record_pg(p, z, mu, score, it, r, gt, trace)
     return it, reason
 
 
