@@ -194,7 +194,7 @@ def workspace(m, n):
 
 @kernel(parallel=True)
 def evaluate_rows(method, idx, Yt, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F, eta_x, xwx,
-                  logdet_y, logdet_x, work, value, grad, eta_y, eta_xy, hits, cubic):
+                  logdet_y, logdet_x, work, value, grad, eta_y, eta_xy, hits, cubic, held):
     """Evaluate objective and gradient at ``Yt[r]`` for points ``idx[r]``.
 
     Row ``r`` of the outputs belongs to trial point ``Yt[r]`` of test point
@@ -208,6 +208,11 @@ def evaluate_rows(method, idx, Yt, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M
     (``method == SM_CUBIC``).  Being ``None`` at compile time removes that
     branch (Numba prunes ``is None`` tests on arguments), so the fast path
     does not pay its compile time.
+
+    ``held`` is ``None``, or (leave-one-out) the index ``held[idx[r]]`` of
+    the training point left out of point ``idx[r]``'s model (``-1``: none).
+    Its kernel entry is zeroed and the products are downdated to the
+    inverses of the ``N-1`` remaining points (:func:`downdate_products`).
     """
     m = idx.shape[0]
     bs = row_block(m)
@@ -216,14 +221,49 @@ def evaluate_rows(method, idx, Yt, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M
         # the loop body is one call: a parfor compiles its body inline, and a
         # large inline body costs seconds of cold start
         _evaluate_block(method, b * bs, min(m, b * bs + bs), idx, Yt, Z, gamma, kyy, kxx, alpha, beta, floor,
-                        M1, M2, F, eta_x, xwx, logdet_y, logdet_x, work, value, grad, eta_y, eta_xy, hits, cubic)
+                        M1, M2, F, eta_x, xwx, logdet_y, logdet_x, work, value, grad, eta_y, eta_xy, hits, cubic,
+                        held)
+
+
+@kernel()
+def downdate_products(method, k, P1, P2, M1, M2, h):
+    """Products of ``k`` with the inverses of the model without training point ``h`` (exact LOO).
+
+    On entry ``k[h] = 0`` and ``P1 = M1 k``, ``P2 = M2 k`` with the full
+    model's ``M1 = K_Y^-1`` and ``M2`` (``K_XY^-1`` for SM, ``C`` for IKL;
+    for KL ``P2`` is ``P1``).  With ``A = K^-1``, the inverse of ``K``
+    without row and column ``h`` is ``A - a_h a_h^T / A_hh`` (entry ``h``
+    ignored), so ``K_{-h}^-1 k = A k - a_h (A k)_h / A_hh``; for IKL,
+    ``C_{-h} = D K_X D`` with ``D = B - b_h b_h^T / B_hh`` gives
+    ``C_{-h} k = C k - c_h (B k)_h / B_hh - b_h ((C k)_h - C_hh (B k)_h / B_hh) / B_hh``.
+    O(N) per row; entry ``h`` of both products is set to zero.
+    """
+    n = k.shape[0]
+    c1 = P1[h] / M1[h, h]
+    if method == IKL:
+        t = (P2[h] - M2[h, h] * c1) / M1[h, h]
+        for j in range(n):
+            P2[j] -= M2[h, j] * c1 + M1[h, j] * t
+        P2[h] = 0.0
+    elif method != KL:
+        c2 = P2[h] / M2[h, h]
+        for j in range(n):
+            P2[j] -= M2[h, j] * c2
+        P2[h] = 0.0
+    for j in range(n):
+        P1[j] -= M1[h, j] * c1
+    P1[h] = 0.0
 
 
 @kernel()
 def _evaluate_block(method, r0, r1, idx, Yt, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F, eta_x, xwx,
-                    logdet_y, logdet_x, work, value, grad, eta_y, eta_xy, hits, cubic):
+                    logdet_y, logdet_x, work, value, grad, eta_y, eta_xy, hits, cubic, held):
     Kbuf = work[0]
     _fill_cross(Yt, Z, gamma, Kbuf, r0, r1)
+    if held is not None:
+        for r in range(r0, r1):
+            if held[idx[r]] >= 0:
+                Kbuf[r, held[idx[r]]] = 0.0
     if cubic is not None:
         for r in range(r0, r1):
             p = idx[r]
@@ -241,6 +281,10 @@ def _evaluate_block(method, r0, r1, idx, Yt, Z, gamma, kyy, kxx, alpha, beta, fl
     else:
         P2 = work[2]
         gemm_rows(Kbuf[r0:r1], M2, P2[r0:r1])
+    if held is not None:
+        for r in range(r0, r1):
+            if held[idx[r]] >= 0:
+                downdate_products(method, Kbuf[r], P1[r], P2[r], M1, M2, held[idx[r]])
     for r in range(r0, r1):
         p = idx[r]
         v, ey, exy, h = point_value_grad(method, Yt[r], Z, Kbuf[r], P1[r], P2[r], F[p],

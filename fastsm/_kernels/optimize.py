@@ -43,14 +43,16 @@ def _compact(mask):
 
 @kernel()
 def minimize_batch(method, Y0, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F, eta_x, xwx,
-                   logdet_y, logdet_x, max_iter, xtol, max_step, use_bfgs, stop, cubic):
+                   logdet_y, logdet_x, max_iter, xtol, max_step, use_bfgs, stop, cubic, held):
     """Minimise the TGP objective of every point, starting from ``Y0``.
 
     ``stop`` is a one-element int64 array polled before every evaluation
     round: a non-zero value (set by another thread, e.g. on Ctrl-C) ends the
     run with the points still active marked unconverged.  ``cubic``: see
-    :func:`~fastsm._kernels.objectives.evaluate_rows`.  A point whose
-    step or objective becomes non-finite stops unconverged.
+    :func:`~fastsm._kernels.objectives.evaluate_rows`, and ``held`` (exact
+    leave-one-out) too.  ``xtol`` and ``max_step`` are per point (a
+    leave-one-out model's output spread is its own).  A point whose step or
+    objective becomes non-finite stops unconverged.
 
     Returns ``(Y, f, n_iter, n_eval, converged, floor_hits)``.
     """
@@ -82,7 +84,7 @@ def minimize_batch(method, Y0, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F
 
     idx = np.arange(B)
     evaluate_rows(method, idx, Y, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F, eta_x, xwx,
-                  logdet_y, logdet_x, work, f, G, ey, exy, ht, cubic)
+                  logdet_y, logdet_x, work, f, G, ey, exy, ht, cubic, held)
     for p in range(B):
         hits[p] += ht[p]
         gmax = 0.0
@@ -121,7 +123,7 @@ def minimize_batch(method, Y0, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F
                     h_scaled[p] = False
             if not (use_bfgs and h_scaled[p]):
                 if use_bfgs or gd_len[p] == 0.0:
-                    scale = max_step / gn
+                    scale = max_step[p] / gn
                 else:
                     scale = gd_len[p] / gn
                 for c in range(d):
@@ -135,10 +137,10 @@ def minimize_batch(method, Y0, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F
             if not (np.isfinite(pn) and np.isfinite(sl)):
                 active[p] = False  # overflowing direction: stop, unconverged
                 continue
-            if pn > max_step:
+            if pn > max_step[p]:
                 for c in range(d):
-                    P[p, c] *= max_step / pn
-                sl *= max_step / pn
+                    P[p, c] *= max_step[p] / pn
+                sl *= max_step[p] / pn
             slope[p] = sl
             t[p] = 1.0
 
@@ -158,7 +160,7 @@ def minimize_batch(method, Y0, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F
                     Yt[r, c] = Y[p, c] + t[p] * P[p, c]
             evaluate_rows(method, ls, Yt[:nl], Z, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F,
                           eta_x, xwx, logdet_y, logdet_x, work, ft[:nl], Gt[:nl], ey[:nl], exy[:nl], ht[:nl],
-                          cubic)
+                          cubic, held)
             for r in range(nl):
                 p = ls[r]
                 n_eval[p] += 1
@@ -180,7 +182,7 @@ def minimize_batch(method, Y0, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F
                     if not np.isfinite(step):
                         searching[p] = False
                         active[p] = False
-                    elif step < 0.1 * xtol:
+                    elif step < 0.1 * xtol[p]:
                         # no decrease at a step below tolerance: stationary to
                         # precision unless the quasi-Newton direction was stale
                         searching[p] = False
@@ -248,6 +250,6 @@ def _accept(p, r, Y, f, G, H, HY, h_scaled, t, Yt, ft, Gt, gd_len, n_iter, conve
         gmax = max(gmax, abs(G[p, c]))
     # a small step is evidence of convergence only if it was a full step; a
     # step shrunk by backtracking says nothing about the distance to the minimum
-    if (t[p] == 1.0 and step_inf <= xtol) or gmax == 0.0:
+    if (t[p] == 1.0 and step_inf <= xtol[p]) or gmax == 0.0:
         converged[p] = True
         active[p] = False

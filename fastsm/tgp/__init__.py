@@ -1,6 +1,11 @@
 """Twin Gaussian processes: KLTGP, IKLTGP and SMTGP ([SM])."""
 
 from fastsm.tgp.api import certainty, fit, objective, predict
+from fastsm.tgp.loo import loo_predict
 from fastsm.tgp.model import Prediction, TGPModel, TGPParams
+from fastsm.tgp.update import partial_fit, remove
 
-__all__ = ["TGPParams", "TGPModel", "Prediction", "fit", "predict", "objective", "certainty"]
+__all__ = [
+    "TGPParams", "TGPModel", "Prediction", "fit", "predict", "objective", "certainty", "loo_predict", "partial_fit",
+    "remove",
+]

@@ -218,12 +218,8 @@ def predict(
     """
     model = _check_model(model)
     X = _check_inputs(model, X)
-    check_choice("method", method, METHODS)
-    check_choice("optimizer", optimizer, ("bfgs", "gd"))
-    max_iter = min(check_int("max_iter", max_iter, low=0), _MAX_ITER_CAP)
-    tol = check_scalar("tol", tol, low=0.0)
-    trust_radius = check_scalar("trust_radius", trust_radius, low=0.0, low_open=True)
-    batch_size = check_int("batch_size", batch_size, low=1)
+    max_iter, tol, trust_radius, batch_size = _check_options(method, optimizer, max_iter, tol, trust_radius,
+                                                             batch_size)
     n, dy = X.shape[0], model.Y.shape[1]
     if init is None:
         init = "kl" if method in ("sm", "sm_cubic") else "linear"
@@ -241,6 +237,43 @@ def predict(
         if Y0.shape != (n, dy):
             raise ValueError(f"init must have shape {(n, dy)} (n test points × dy), got {Y0.shape}")
     Y0 = np.ascontiguousarray(Y0, dtype=np.float64)
+    spread = np.full(n, model.y_spread)
+    res = _optimize(model, method, Y0, lambda s, e: _point_data(model, X[s:e], method), None, spread,
+                    max_iter=max_iter, tol=tol, trust_radius=trust_radius, optimizer=optimizer,
+                    batch_size=batch_size, threads=threads)
+    _warn_extrapolated(res.extrapolated, n)
+    return res
+
+
+def _check_options(method, optimizer, max_iter, tol, trust_radius, batch_size):
+    check_choice("method", method, METHODS)
+    check_choice("optimizer", optimizer, ("bfgs", "gd"))
+    max_iter = min(check_int("max_iter", max_iter, low=0), _MAX_ITER_CAP)
+    tol = check_scalar("tol", tol, low=0.0)
+    trust_radius = check_scalar("trust_radius", trust_radius, low=0.0, low_open=True)
+    batch_size = check_int("batch_size", batch_size, low=1)
+    return max_iter, tol, trust_radius, batch_size
+
+
+def _warn_extrapolated(ex: np.ndarray, n: int) -> None:
+    if ex.any():
+        warnings.warn(
+            f"{int(ex.sum())} of {n} test inputs lie outside the training inputs' kernel support "
+            f"(every k(x, x_i) < {config.EXTRAPOLATION_K:g}): their prediction is the start unchanged; "
+            "see Prediction.extrapolated", RuntimeWarning, stacklevel=3)
+
+
+def _optimize(model: TGPModel, method: str, Y0: np.ndarray, point_data, held, spread: np.ndarray, *,
+              max_iter: int, tol: float, trust_radius: float, optimizer: str, batch_size: int,
+              threads: int | None) -> Prediction:
+    """The batched minimisation shared by :func:`predict` and the leave-one-out predictions.
+
+    ``point_data(s, e)`` returns ``F, eta_x, xwx, W, extrapolated`` of points
+    ``s:e``; ``held`` is ``None`` or the left-out training index per point;
+    ``spread`` the output spread of each point's model (tolerance and trust
+    radius unit).
+    """
+    n, dy = Y0.shape
     p = model.params
     M1, M2 = _method_mats(model, method)
     code = _METHOD_CODE[method]
@@ -252,31 +285,29 @@ def predict(
         "lc": np.empty(n), "ex": np.empty(n, dtype=bool),
     }
     floor = _floor(model)
+    xtol = np.ascontiguousarray(tol * spread)
+    max_step = np.ascontiguousarray(trust_radius * spread)
 
     def body(run: Compute) -> None:
         for s, e in _batches(n, batch_size):
             if run.stop[0]:
                 return
-            F, eta_x, xwx, W, ex = _point_data(model, X[s:e], method)
-            Yb, fb, itb, evb, cvb, hb = minimize_batch(
+            F, eta_x, xwx, W, ex = point_data(s, e)
+            hb = None if held is None else held[s:e]
+            Yb, fb, itb, evb, cvb, hits = minimize_batch(
                 code, Y0[s:e], model.Y, p.gamma_y, 1.0 + p.lambda_y, 1.0 + p.lambda_x, p.alpha, beta,
                 floor, M1, M2, F, eta_x, xwx, model.logdet_y, model.logdet_x,
-                max_iter, tol * model.y_spread, trust_radius * model.y_spread, optimizer == "bfgs", run.stop,
-                model.Kx_inv if method == "sm_cubic" else None,
+                max_iter, xtol[s:e], max_step[s:e], optimizer == "bfgs", run.stop,
+                model.Kx_inv if method == "sm_cubic" else None, hb,
             )
             out["y"][s:e], out["f"][s:e], out["it"][s:e], out["ev"][s:e] = Yb, fb, itb, evb
-            out["cv"][s:e], out["h"][s:e], out["ex"][s:e] = cvb & ~ex, hb, ex
-            out["lc"][s:e] = _log_certainty(model, Yb, eta_x, xwx, W)
+            out["cv"][s:e], out["h"][s:e], out["ex"][s:e] = cvb & ~ex, hits, ex
+            out["lc"][s:e] = _log_certainty(model, Yb, eta_x, xwx, W, held=hb)
 
     # ~30 evaluations of 2 N^2 flops per point and product
     run_interruptible(threads, body, flops=60.0 * n * model.n_train**2 * (1 if method == "kl" else 2))
     ex = out["ex"]
     out["lc"][ex] = -np.inf
-    if ex.any():
-        warnings.warn(
-            f"{int(ex.sum())} of {n} test inputs lie outside the training inputs' kernel support "
-            f"(every k(x, x_i) < {config.EXTRAPOLATION_K:g}): their prediction is the start unchanged; "
-            "see Prediction.extrapolated", RuntimeWarning, stacklevel=2)
     return Prediction(y=out["y"], log_certainty=out["lc"], n_iter=out["it"], n_eval=out["ev"], converged=out["cv"],
                       objective=_sm_value(out["f"], method, p.beta), criterion=out["f"], n_eta_floor=out["h"],
                       extrapolated=ex, method=method)
@@ -332,8 +363,12 @@ def objective(
     return (val, grad) if return_gradient else val
 
 
-def evaluate(model: TGPModel, method: str, F, eta_x, xwx, Yb, M1, M2, val, grad, *, beta: float | None = None):
-    """Kernel call of one batch (also used by the benchmarks); returns ``(eta_y, eta_xy)``."""
+def evaluate(model: TGPModel, method: str, F, eta_x, xwx, Yb, M1, M2, val, grad, *, beta: float | None = None,
+             held=None):
+    """Kernel call of one batch (also used by the benchmarks); returns ``(eta_y, eta_xy)``.
+
+    ``held``: left-out training index per row (leave-one-out), or ``None``.
+    """
     p = model.params
     m = Yb.shape[0]
     eta_y, eta_xy = np.empty(m), np.empty(m)
@@ -342,6 +377,7 @@ def evaluate(model: TGPModel, method: str, F, eta_x, xwx, Yb, M1, M2, val, grad,
         1.0 + p.lambda_x, p.alpha, p.beta if beta is None else beta, _floor(model), M1, M2, F, eta_x, xwx,
         model.logdet_y, model.logdet_x, obj.workspace(m, model.n_train), val, grad, eta_y, eta_xy,
         np.zeros(m, dtype=np.int64), model.Kx_inv if method == "sm_cubic" else None,
+        None if held is None else np.ascontiguousarray(held, dtype=np.int64),
     )
     return eta_y, eta_xy
 
@@ -368,10 +404,10 @@ def certainty(model: TGPModel, X, Y, *, threads: int | None = None,
     return out
 
 
-def _log_certainty(model: TGPModel, Yb: np.ndarray, eta_x, xwx, W) -> np.ndarray:
+def _log_certainty(model: TGPModel, Yb: np.ndarray, eta_x, xwx, W, *, held=None) -> np.ndarray:
     """``(1-a) log eta_x + a log eta_y - log eta_xy`` from one SM evaluation (floored etas)."""
     m = Yb.shape[0]
     eta_y, eta_xy = evaluate(model, "sm", W, eta_x, xwx, Yb, model.Ky_inv, model.Kxy_inv, np.empty(m),
-                             np.empty(Yb.shape), beta=1.0)
+                             np.empty(Yb.shape), beta=1.0, held=held)
     a = model.params.alpha
     return (1.0 - a) * np.log(eta_x) + a * np.log(eta_y) - np.log(eta_xy)

@@ -1,0 +1,190 @@
+"""Exact leave-one-out predictions by downdating the stored inverses (no refits).
+
+The model trained without training point ``i`` has the inverses of the
+kernel matrices with row and column ``i`` removed.  With ``A = K^-1`` and
+``k~`` a kernel column whose entry ``i`` is zeroed::
+
+    K_{-i}^-1 k~_{-i} = (A k~ - a_i (A k~)_i / A_ii)_{-i}
+
+— one batched GEMM with the full model's ``A`` plus an O(N) correction per
+point, for ``K_X``, ``K_Y``, ``K_XY`` and ``C = K_Y^-1 K_X K_Y^-1``
+(:func:`fastsm._kernels.objectives.downdate_products`).  Leave-one-out of all
+``N`` points therefore costs about one batch prediction of ``N`` points,
+O(N^3), instead of ``N`` refits, O(N^4).  The start (ridge regression), the
+output spread that scales the tolerance and trust radius, and the
+certainty are those of each ``N-1``-point model too: the result is the
+brute-force refit-and-predict leave-one-out up to rounding and the
+optimiser's tolerance.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Literal
+
+import numpy as np
+
+from fastsm import config
+from fastsm._kernels.rank_one import schur_rows
+from fastsm._kernels.rbf import rbf_cross
+from fastsm._validation import as_2d, check_choice
+from fastsm.tgp.api import _check_model, _check_options, _floor, _optimize, _times, _warn_extrapolated
+from fastsm.tgp.model import Prediction, TGPModel
+
+LooMethod = Literal["sm", "kl", "ikl"]
+
+
+def _downdate_rows(K: np.ndarray, P: np.ndarray, A: np.ndarray, idx: np.ndarray) -> None:
+    """``P[r] <- K_{-i}^-1 k~`` in place for rows ``r`` left out at ``idx[r]`` (``P = K A`` on entry)."""
+    c = P[np.arange(P.shape[0]), idx] / A[idx, idx]
+    P -= c[:, None] * A[idx]
+    P[np.arange(P.shape[0]), idx] = 0.0
+
+
+def _loo_point_data(model: TGPModel, idx: np.ndarray, method: str):
+    """``F, eta_x, xwx, W, extrapolated`` of training inputs ``idx`` under their own N-1 models."""
+    p = model.params
+    m = idx.shape[0]
+    rows = np.arange(m)
+    Kx = np.empty((m, model.n_train))
+    rbf_cross(model.X[idx], model.X, p.gamma_x, Kx)
+    Kx[rows, idx] = 0.0
+    extrapolated = Kx.max(axis=1) < config.EXTRAPOLATION_K
+    Ux = _times(Kx, model.Kx_inv)
+    _downdate_rows(Kx, Ux, model.Kx_inv, idx)
+    eta_x = np.empty(m)
+    schur_rows(Kx, Ux, 1.0 + p.lambda_x, _floor(model), eta_x)
+    W = _times(Kx, model.Kxy_inv)
+    _downdate_rows(Kx, W, model.Kxy_inv, idx)
+    xwx = np.einsum("ij,ij->i", Kx, W)
+    if method == "kl":
+        F = Ux
+    elif method == "ikl":
+        F = _times(Kx, model.Ky_inv)
+        _downdate_rows(Kx, F, model.Ky_inv, idx)
+    else:
+        F = W
+    return F, eta_x, xwx, W, extrapolated
+
+
+def loo_spread(Y: np.ndarray) -> np.ndarray:
+    """Output spread (as ``TGPModel.y_spread``) of every leave-one-out training set, O(N·dy)."""
+    n = Y.shape[0]
+    if n < 2:
+        raise ValueError("leave-one-out needs at least 2 training points")
+    Yc = Y - Y.mean(axis=0)
+    r2 = np.einsum("ij,ij->i", Yc, Yc)
+    total = r2.sum() - r2 - r2 / (n - 1)  # sum over j != i of |y_j - mean_{-i}|^2
+    s = np.sqrt(np.maximum(total, 0.0) / (n - 1))
+    return np.where(s > 0.0, s, 1.0)
+
+
+def loo_ridge(model: TGPModel) -> np.ndarray:
+    """The ``init="linear"`` start of every leave-one-out model: ridge without point ``i``, at ``x_i``.
+
+    The ridge of :func:`fastsm.tgp.fitting.ridge` (penalty ``1e-6`` times the
+    mean column sum of squares of the centred inputs, unpenalised bias,
+    weighted squared residuals), solved for all ``N`` left-out sets at once
+    through their ``(dx+1)×(dx+1)`` normal equations (min-norm by a batched
+    pseudo-inverse, as the refit's least squares).  O(N·dx^3).
+    """
+    X, Y = model.X, model.Y
+    n, dx = X.shape
+    w = np.ones(n) if model.sample_weight is None else model.sample_weight
+    A1 = np.hstack([X, np.ones((n, 1))])
+    G = (A1 * w[:, None]).T @ A1
+    R = (A1 * w[:, None]).T @ Y
+    Gi = G[None] - w[:, None, None] * A1[:, :, None] * A1[:, None, :]
+    Ri = R[None] - w[:, None, None] * A1[:, :, None] * Y[:, None, :]
+    # the penalty of each N-1 set: 1e-6 * mean over columns of sum_j (x_j - mean)^2
+    Xc = X - X.mean(axis=0)
+    sq = Xc * Xc
+    ss = (sq.sum(axis=0)[None] - sq - sq / (n - 1)).mean(axis=1)
+    r = 1e-6 * np.maximum(ss, 1e-300)
+    diag = np.arange(dx)
+    Gi[:, diag, diag] += r[:, None]
+    coef = np.linalg.pinv(Gi, hermitian=True) @ Ri
+    return np.einsum("ij,ijk->ik", A1, coef)
+
+
+def loo_predict(
+    model: TGPModel,
+    *,
+    method: LooMethod = "sm",
+    init=None,
+    max_iter: int = config.DEFAULT_MAX_ITER,
+    tol: float = config.DEFAULT_TOL,
+    threads: int | None = None,
+    optimizer: Literal["bfgs", "gd"] = "bfgs",
+    trust_radius: float = config.DEFAULT_TRUST_RADIUS,
+    batch_size: int = config.DEFAULT_BATCH_SIZE,
+) -> Prediction:
+    """Exact leave-one-out prediction of every training point, without refitting.
+
+    Row ``i`` of the result is what ``predict(fit(X without i, Y without i),
+    X[i])`` returns (same ``params``, weights and options): the start, the
+    inverses, the log-determinants' role, the output spread that scales
+    ``tol`` and ``trust_radius`` — all those of the ``N-1``-point model,
+    obtained by downdating the stored inverses (module docstring).  Cost:
+    about one :func:`~fastsm.tgp.predict` of ``N`` points.
+
+    Parameters
+    ----------
+    model : TGPModel
+        From :func:`fastsm.tgp.fit`, with at least two training points.
+    method : {"sm", "kl", "ikl"}
+        As in :func:`~fastsm.tgp.predict` (``"sm_cubic"``, the O(N^3)
+        reference form, has no leave-one-out).
+    init : None, "linear", "kl" or array_like (N, dy)
+        Start per training point; ``None``: ``"linear"`` (each left-out
+        set's ridge) for KL/IKL, ``"kl"`` (the leave-one-out KLTGP
+        prediction) for SM.
+    max_iter, tol, threads, optimizer, trust_radius, batch_size
+        As in :func:`~fastsm.tgp.predict`.
+
+    Returns
+    -------
+    Prediction
+        ``y[i]`` is the prediction of training point ``i`` by the model
+        without it; ``log_certainty`` is that model's certainty.
+
+    Examples
+    --------
+    >>> from fastsm import datasets, tgp
+    >>> X, _, Y, _ = datasets.toy1(n_train=100, n_test=10, seed=0)
+    >>> model = tgp.fit(X, Y, tgp.TGPParams(lambda_x=1e-2, lambda_y=1e-2))
+    >>> loo = tgp.loo_predict(model, method="sm")
+    >>> float(((loo.y - Y) ** 2).mean()) < 0.1
+    True
+    """
+    model = _check_model(model)
+    check_choice("method", method, ("sm", "kl", "ikl"))
+    max_iter, tol, trust_radius, batch_size = _check_options(method, optimizer, max_iter, tol, trust_radius,
+                                                             batch_size)
+    if method == "ikl" and model.C is None:
+        raise ValueError("this model was fitted without 'ikl' in methods; refit with methods including 'ikl'")
+    n, dy = model.n_train, model.Y.shape[1]
+    spread = loo_spread(model.Y)
+    if init is None:
+        init = "kl" if method == "sm" else "linear"
+    if isinstance(init, str):
+        check_choice("init", init, ("linear", "kl"))
+        if init == "linear":
+            Y0 = loo_ridge(model)
+        else:
+            with warnings.catch_warnings():  # reported once, by this call
+                warnings.simplefilter("ignore", RuntimeWarning)
+                Y0 = loo_predict(model, method="kl", init="linear", max_iter=max_iter, tol=tol, threads=threads,
+                                 optimizer=optimizer, trust_radius=trust_radius, batch_size=batch_size).y
+    else:
+        Y0 = as_2d("init", init)
+        if Y0.shape != (n, dy):
+            raise ValueError(f"init must have shape {(n, dy)} (one start per training point), got {Y0.shape}")
+    Y0 = np.ascontiguousarray(Y0, dtype=np.float64)
+    held = np.arange(n, dtype=np.int64)
+    res = _optimize(model, method, Y0, lambda s, e: _loo_point_data(model, held[s:e], method), held, spread,
+                    max_iter=max_iter, tol=tol, trust_radius=trust_radius, optimizer=optimizer,
+                    batch_size=batch_size, threads=threads)
+    _warn_extrapolated(res.extrapolated, n)
+    return res
+

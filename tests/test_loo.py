@@ -1,0 +1,115 @@
+"""Exact leave-one-out by downdates (fastsm.tgp.loo_predict) against brute-force refits."""
+
+import numpy as np
+import pytest
+
+from fastsm import datasets, tgp
+
+PARAMS = tgp.TGPParams(gamma_x=0.5, gamma_y=2.0, lambda_x=1e-2, lambda_y=1e-2, alpha=0.6, beta=1.5)
+
+
+def _data(n, dx=2, dy=3, seed=0):
+    X, _, Y, _ = datasets.random_structured(seed, n_train=n, n_test=1, dx=dx, dy=dy)[:4]
+    return X, Y
+
+
+def _brute_force(X, Y, params, method, idx, sample_weight=None, init=None):
+    """Refit without each point of ``idx`` and predict it."""
+    ys, objs, lcs = [], [], []
+    for i in idx:
+        keep = np.arange(len(X)) != i
+        w = None if sample_weight is None else sample_weight[keep]
+        m = tgp.fit(X[keep], Y[keep], params, methods=(method,), sample_weight=w)
+        start = None if init is None else init[i:i + 1]
+        p = tgp.predict(m, X[i:i + 1], method=method, init=start)
+        ys.append(p.y[0])
+        objs.append(p.objective[0])
+        lcs.append(p.log_certainty[0])
+    return np.array(ys), np.array(objs), np.array(lcs)
+
+
+@pytest.fixture(scope="module")
+def data():
+    return _data(80)
+
+
+@pytest.mark.parametrize("method", ["kl", "ikl", "sm"])
+def test_loo_equals_refit_and_predict(data, method):
+    X, Y = data
+    model = tgp.fit(X, Y, PARAMS)
+    loo = tgp.loo_predict(model, method=method)
+    idx = np.arange(0, len(X), 7)
+    y_bf, f_bf, lc_bf = _brute_force(X, Y, PARAMS, method, idx)
+    np.testing.assert_allclose(loo.y[idx], y_bf, rtol=0, atol=1e-6)
+    # the downdated objective at the brute-force outputs equals the refit model's objective there
+    for i in idx:
+        keep = np.arange(len(X)) != i
+        m = tgp.fit(X[keep], Y[keep], PARAMS, methods=(method,))
+        f_ref = tgp.objective(m, X[i:i + 1], loo.y[i:i + 1], method=method)[0]
+        np.testing.assert_allclose(loo.objective[i], f_ref, rtol=1e-8, atol=1e-10)
+        lc_ref = tgp.certainty(m, X[i:i + 1], loo.y[i:i + 1])[0]
+        np.testing.assert_allclose(loo.log_certainty[i], lc_ref, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(f_bf, loo.objective[idx], rtol=1e-6, atol=1e-8)
+    assert loo.converged.mean() > 0.9
+
+
+def test_loo_at_equal_outputs_equals_the_refit_objective_everywhere():
+    """Downdate arithmetic alone (no optimiser): every point, N = 60, same fixed outputs."""
+    X, Y = _data(60, seed=4)
+    model = tgp.fit(X, Y, PARAMS)
+    Yfix = Y + 0.05
+    for method in ("kl", "ikl", "sm"):
+        loo = tgp.loo_predict(model, method=method, init=Yfix, max_iter=0)
+        np.testing.assert_array_equal(loo.y, Yfix)
+        for i in range(len(X)):
+            keep = np.arange(len(X)) != i
+            m = tgp.fit(X[keep], Y[keep], PARAMS, methods=(method,))
+            f_ref = tgp.objective(m, X[i:i + 1], Yfix[i:i + 1], method=method)[0]
+            np.testing.assert_allclose(loo.objective[i], f_ref, rtol=1e-8, atol=1e-10, err_msg=f"{method} {i}")
+
+
+def test_loo_start_and_spread_are_those_of_the_n_minus_1_models(data):
+    from fastsm.tgp.loo import loo_ridge, loo_spread
+
+    X, Y = data
+    w = np.random.default_rng(1).uniform(0.5, 2.0, len(X))
+    model = tgp.fit(X, Y, PARAMS, sample_weight=w)
+    starts, spreads = loo_ridge(model), loo_spread(Y)
+    for i in range(0, len(X), 9):
+        keep = np.arange(len(X)) != i
+        m = tgp.fit(X[keep], Y[keep], PARAMS, sample_weight=w[keep])
+        np.testing.assert_allclose(starts[i], np.append(X[i], 1.0) @ m.ridge_coef, rtol=1e-7, atol=1e-9)
+        np.testing.assert_allclose(spreads[i], m.y_spread, rtol=1e-12)
+
+
+def test_weighted_loo_equals_refit():
+    X, Y = _data(70, seed=2)
+    w = np.random.default_rng(5).uniform(0.2, 3.0, len(X))
+    model = tgp.fit(X, Y, PARAMS, sample_weight=w)
+    loo = tgp.loo_predict(model, method="sm")
+    idx = np.arange(3, len(X), 11)
+    y_bf, _, _ = _brute_force(X, Y, PARAMS, "sm", idx, sample_weight=w)
+    np.testing.assert_allclose(loo.y[idx], y_bf, rtol=0, atol=1e-6)
+
+
+def test_loo_does_not_depend_on_batch_size_or_threads(data):
+    X, Y = data
+    model = tgp.fit(X, Y, PARAMS)
+    a = tgp.loo_predict(model, batch_size=1024, threads=1)
+    b = tgp.loo_predict(model, batch_size=13, threads=2)
+    np.testing.assert_array_equal(a.y, b.y)
+
+
+def test_loo_rejects_bad_input(data):
+    X, Y = data
+    model = tgp.fit(X, Y, PARAMS, methods=("kl", "sm"))
+    with pytest.raises(TypeError, match="model"):
+        tgp.loo_predict("model")
+    with pytest.raises(ValueError, match="method"):
+        tgp.loo_predict(model, method="sm_cubic")
+    with pytest.raises(ValueError, match="ikl"):
+        tgp.loo_predict(model, method="ikl")
+    with pytest.raises(ValueError, match="init"):
+        tgp.loo_predict(model, init=np.zeros((3, 3)))
+    with pytest.raises(ValueError, match="at least 2"):
+        tgp.loo_predict(tgp.fit(X[:1], Y[:1], PARAMS))
