@@ -19,6 +19,11 @@ def main(argv: list[str] | None = None) -> int:
                                          "toy ([CS] §III-D)")
     shift.add_argument("--threads", type=int, default=None)
     shift.add_argument("--seed", type=int, default=0)
+    select = sub.add_parser("select", help="[SM] §5.2 alpha/beta grid on Toy 1 and Toy 2 by exact leave-one-out "
+                                           "(or k-fold) cross-validation")
+    select.add_argument("--cv", default="loo", help='"loo" (default) or the number of folds')
+    select.add_argument("--threads", type=int, default=None)
+    select.add_argument("--seed", type=int, default=0)
     bench = sub.add_parser("bench", help="batched-objective GFLOP/s and speed-up table (fastsm/bench.py; "
                                          "columns explained in its output)")
     bench.add_argument("--sizes", type=int, nargs="+", default=[250, 1000])
@@ -34,6 +39,10 @@ def main(argv: list[str] | None = None) -> int:
         from fastsm.shift_demo import main as shift_main
 
         return shift_main(threads=args.threads, seed=args.seed)
+    if args.command == "select":
+        from fastsm.select_demo import main as select_main
+
+        return select_main(cv=args.cv if args.cv == "loo" else int(args.cv), threads=args.threads, seed=args.seed)
     from fastsm.bench import main as bench_main
 
     return bench_main(sizes=args.sizes, threads=args.threads)

@@ -3,9 +3,10 @@
 from fastsm.tgp.api import certainty, fit, objective, predict
 from fastsm.tgp.loo import loo_predict
 from fastsm.tgp.model import Prediction, TGPModel, TGPParams
+from fastsm.tgp.select import Selection, select, with_alpha
 from fastsm.tgp.update import partial_fit, remove
 
 __all__ = [
     "TGPParams", "TGPModel", "Prediction", "fit", "predict", "objective", "certainty", "loo_predict", "partial_fit",
-    "remove",
+    "remove", "select", "Selection", "with_alpha",
 ]

@@ -113,19 +113,26 @@ class TGPModel:
         X, Y, methods, w = check_training(self.X, self.Y, self.params, self.methods, self.sample_weight)
         self._set(X, Y, methods, factorize(X, Y, self.params, methods, threads=None, sample_weight=w), w)
 
-    def _set(self, X, Y, methods, parts: dict, sample_weight=None) -> None:
+    def _set(self, X, Y, methods, parts: dict, sample_weight=None, copy: bool = True) -> None:
         for name, value in (("X", X), ("Y", Y), ("sample_weight", sample_weight), *parts.items()):
-            if isinstance(value, np.ndarray) or value is None:
+            if copy and (isinstance(value, np.ndarray) or value is None):
                 value = _frozen_copy(value)
+            elif isinstance(value, np.ndarray) and value.flags.writeable:
+                value.setflags(write=False)
             object.__setattr__(self, name, value)
         object.__setattr__(self, "methods", tuple(methods))
 
     @classmethod
-    def _from_parts(cls, X, Y, params: TGPParams, methods, parts: dict, sample_weight=None) -> TGPModel:
-        """A model from precomputed parts (``fit``, the reference twin); copies and freezes them."""
+    def _from_parts(cls, X, Y, params: TGPParams, methods, parts: dict, sample_weight=None,
+                    copy: bool = True) -> TGPModel:
+        """A model from precomputed parts (``fit``, the reference twin); copies and freezes them.
+
+        ``copy=False`` (internal: arrays of another model, or fresh arrays
+        nobody else holds) shares them and only freezes them.
+        """
         self = object.__new__(cls)
         object.__setattr__(self, "params", params)
-        self._set(X, Y, methods, parts, sample_weight)
+        self._set(X, Y, methods, parts, sample_weight, copy)
         return self
 
     @property

@@ -1,0 +1,319 @@
+"""Hyperparameter selection by cross-validation: exact leave-one-out or k-fold ([SM] §5.2).
+
+The grid is the product of ``gamma_x × gamma_y × lambda_x × lambda_y ×
+alpha × beta``.  What is shared:
+
+* ``K_X^-1``, ``K_Y^-1`` (and ``C``) depend on the kernels only: one
+  factorisation per kernel setting (and fold); each ``alpha`` adds only the
+  factorisation of ``K_XY(alpha)``.
+* SMTGP starts from the KLTGP prediction ([SM] §5.2), which does not depend
+  on ``alpha``: computed once per kernel setting (and fold).
+* ``beta`` changes nothing: SMTGP's argmin does not depend on it ([SM]
+  Lemma 4.2) and fastsm minimises the beta-free form of the objective, so
+  the predictions — not only their limit — are bitwise the same for every
+  ``beta`` (``tests/test_select.py``).  Each ``beta`` row repeats its
+  ``alpha``'s score; ties go to the first ``beta`` of the grid.  What the
+  paper's beta grid changed was the path of its gradient descent on the
+  beta-dependent objective (docs/selection.md measures it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from fastsm import config
+from fastsm._progress import Progress
+from fastsm._threads import thread_limits
+from fastsm._validation import as_2d, check_choice, check_int, check_scalar
+from fastsm.tgp.api import fit, predict
+from fastsm.tgp.fitting import check_sample_weight, spd_inverse, weighted_gram
+from fastsm.tgp.loo import loo_predict
+from fastsm.tgp.model import TGPModel, TGPParams
+
+#: [SM] §5.2: alpha from 0 to 1 in steps of 0.05 (the open interval), beta in {0.5, 0.99, 1.5}.
+PAPER_ALPHAS: tuple[float, ...] = tuple(round(0.05 * k, 2) for k in range(1, 20))
+PAPER_BETAS: tuple[float, ...] = (0.5, 0.99, 1.5)
+COLUMNS = ("gamma_x", "gamma_y", "lambda_x", "lambda_y", "alpha", "beta")
+
+
+def _mae(Y, P):
+    return np.abs(Y - P).mean(axis=1)
+
+
+def _mse(Y, P):
+    return ((Y - P) ** 2).mean(axis=1)
+
+
+def _euclidean(Y, P):
+    return np.sqrt(((Y - P) ** 2).sum(axis=1))
+
+
+#: Per-point errors (lower is better); "mae" is [SM] Table 2's error.
+SCORINGS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    "mae": _mae, "mse": _mse, "euclidean": _euclidean,
+}
+
+
+@dataclass(frozen=True, eq=False)
+class Selection:
+    """Result of :func:`select`.
+
+    Attributes
+    ----------
+    params : TGPParams
+        The grid point with the lowest mean error (first of ties).
+    model : TGPModel
+        Refit on all the data with ``params``.
+    table : dict of str to ndarray
+        One entry per grid point: the hyperparameters (``gamma_x`` …
+        ``beta``), ``mean`` and ``std`` of the error over the folds (for
+        leave-one-out: over the points), ``converged`` (fraction of
+        validation predictions that converged).
+    best_index : int
+        Row of ``params`` in ``table``.
+    method, scoring : str
+    cv : str or int
+    n_factorizations : int
+        ``N×N`` factorisations done (kernel settings × folds × (2 + alphas)).
+    seconds : float
+        Wall time of the selection (the final refit included).
+    """
+
+    params: TGPParams
+    model: TGPModel
+    table: dict
+    best_index: int
+    method: str
+    cv: str | int
+    scoring: str
+    n_factorizations: int
+    seconds: float
+
+    @property
+    def best_score(self) -> float:
+        """Mean validation error of :attr:`params`."""
+        return float(self.table["mean"][self.best_index])
+
+    def format_table(self, top: int | None = None) -> str:
+        """The score table as text, best first (``top`` rows)."""
+        order = np.argsort(self.table["mean"], kind="stable")[:top]
+        head = "  ".join(f"{c:>9}" for c in (*COLUMNS, "mean", "std", "conv."))
+        lines = [head, "-" * len(head)]
+        for i in order:
+            vals = [f"{self.table[c][i]:9.4g}" for c in COLUMNS]
+            vals += [f"{self.table['mean'][i]:9.5f}", f"{self.table['std'][i]:9.5f}",
+                     f"{self.table['converged'][i]:9.1%}"]
+            lines.append("  ".join(vals))
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return (f"Selection(method={self.method!r}, cv={self.cv!r}, scoring={self.scoring!r}, "
+                f"n_grid={len(self.table['mean'])}, best_score={self.best_score:.6g}, params={self.params!r})")
+
+
+def _grid(name: str, values, default: float, *, positive: bool, open_unit: bool = False) -> tuple[float, ...]:
+    if values is None:
+        return (default,)
+    if np.isscalar(values):
+        values = (values,)
+    try:
+        values = tuple(values)
+    except TypeError:
+        raise TypeError(f"{name} must be a number or a sequence of numbers, got {type(values).__name__}") from None
+    if not values:
+        raise ValueError(f"{name} must not be empty")
+    out = []
+    for v in values:
+        if open_unit:
+            out.append(check_scalar(name, v, low=0.0, high=1.0, low_open=True, high_open=True))
+        else:
+            out.append(check_scalar(name, v, low=0.0, low_open=positive))
+    return tuple(out)
+
+
+def with_alpha(model: TGPModel, alpha: float, beta: float | None = None) -> TGPModel:
+    """``model`` with another ``alpha`` (and ``beta``): only ``K_XY(alpha)`` is factorised again.
+
+    ``K_X^-1``, ``K_Y^-1``, ``C``, the ridge start and the spread are shared
+    (the arrays are read-only), so this costs one Cholesky instead of a fit.
+    """
+    p = dataclasses.replace(model.params, alpha=alpha, beta=model.params.beta if beta is None else beta)
+    if p.alpha == model.params.alpha:
+        parts_xy = {"Kxy_inv": model.Kxy_inv, "logdet_xy": model.logdet_xy}
+    else:
+        with thread_limits(None):
+            w = model.sample_weight
+            Kxy = ((1.0 - p.alpha) * weighted_gram(model.X, p.gamma_x, p.lambda_x, w)
+                   + p.alpha * weighted_gram(model.Y, p.gamma_y, p.lambda_y, w))
+            inv, ld = spd_inverse(Kxy, "K_XY", "lambda_x or lambda_y")
+        parts_xy = {"Kxy_inv": inv, "logdet_xy": ld}
+    parts = {name: getattr(model, name) for name in ("Kx_inv", "Ky_inv", "C", "logdet_x", "logdet_y", "y_spread",
+                                                      "ridge_coef")}
+    return TGPModel._from_parts(model.X, model.Y, p, model.methods, {**parts, **parts_xy}, model.sample_weight,
+                                copy=False)
+
+
+def _folds(n: int, cv, random_state) -> list[tuple[np.ndarray, np.ndarray]]:
+    k = check_int("cv", cv, low=2)
+    if k > n:
+        raise ValueError(f"cv must be at most the number of training points ({n}), got {k}")
+    perm = np.random.default_rng(random_state).permutation(n)
+    return [(np.sort(np.setdiff1d(perm, part)), np.sort(part)) for part in np.array_split(perm, k)]
+
+
+def select(
+    X,
+    Y,
+    *,
+    alphas: Sequence[float] = PAPER_ALPHAS,
+    betas: Sequence[float] = PAPER_BETAS,
+    gammas_x: Sequence[float] | float | None = None,
+    gammas_y: Sequence[float] | float | None = None,
+    lambdas_x: Sequence[float] | float | None = None,
+    lambdas_y: Sequence[float] | float | None = None,
+    cv: str | int = "loo",
+    method: str = "sm",
+    scoring: str | Callable[[np.ndarray, np.ndarray], np.ndarray] = "mae",
+    sample_weight=None,
+    max_iter: int = config.DEFAULT_MAX_ITER,
+    tol: float = config.DEFAULT_TOL,
+    threads: int | None = None,
+    random_state: int | None = 0,
+    progress: bool | Callable[[int, int], None] = False,
+) -> Selection:
+    """Choose TGP hyperparameters by cross-validation over a grid ([SM] §5.2).
+
+    Parameters
+    ----------
+    X, Y : array_like, shape (N, dx) and (N, dy)
+        Training data.
+    alphas : sequence of float
+        SM orders, each in (0, 1); default [SM] §5.2's 0.05, 0.10, …, 0.95.
+    betas : sequence of float
+        SM degrees (> 0); default [SM]'s {0.5, 0.99, 1.5}.  They do not
+        change the predictions (module docstring): each repeats its alpha's
+        score.
+    gammas_x, gammas_y, lambdas_x, lambdas_y : float or sequence, optional
+        Kernel grids; ``None`` uses the :class:`TGPParams` default.
+    cv : "loo" or int
+        ``"loo"``: exact leave-one-out by downdates
+        (:func:`~fastsm.tgp.loo_predict`), no refits; an int ``k >= 2``:
+        k-fold (shuffled with ``random_state``), one fit per fold and kernel
+        setting.
+    method : {"sm", "kl", "ikl"}
+        The predictor scored.  For KL and IKL, ``alpha`` and ``beta`` do not
+        enter the prediction; their rows repeat the same score.
+    scoring : {"mae", "mse", "euclidean"} or callable
+        Per-point error, lower is better: mean absolute error over the
+        outputs ([SM] Table 2), mean squared error, or Euclidean distance;
+        a callable ``f(Y_true, Y_pred) -> (n,)`` errors.
+    sample_weight : array_like (N,), optional
+        Importance weights (IW-TGP, MATH §6): used in every fit and in the
+        mean of the validation errors (importance-weighted CV).
+    max_iter, tol, threads
+        As in :func:`~fastsm.tgp.predict`.
+    random_state : int, optional
+        Seed of the k-fold split.
+    progress : bool or callable
+        Report progress, one step per fit and per alpha (``True``: tqdm
+        when installed, else a line on stderr; a callable gets ``(done,
+        total)``).
+
+    Returns
+    -------
+    Selection
+    """
+    t_start = time.perf_counter()
+    X = as_2d("X", X)
+    Y = as_2d("Y", Y)
+    if X.shape[0] != Y.shape[0]:
+        raise ValueError(f"X and Y must have the same number of rows, got {X.shape[0]} and {Y.shape[0]}")
+    n = X.shape[0]
+    if n < 2:
+        raise ValueError(f"select needs at least 2 training points, got {n}")
+    check_choice("method", method, ("sm", "kl", "ikl"))
+    d = TGPParams()
+    alphas = _grid("alphas", alphas, d.alpha, positive=True, open_unit=True)
+    betas = _grid("betas", betas, d.beta, positive=True)
+    kernels = list(itertools.product(_grid("gammas_x", gammas_x, d.gamma_x, positive=True),
+                                     _grid("gammas_y", gammas_y, d.gamma_y, positive=True),
+                                     _grid("lambdas_x", lambdas_x, d.lambda_x, positive=False),
+                                     _grid("lambdas_y", lambdas_y, d.lambda_y, positive=False)))
+    if callable(scoring):
+        score_name, score_fn = getattr(scoring, "__name__", "callable"), scoring
+    else:
+        score_name = check_choice("scoring", scoring, tuple(SCORINGS))
+        score_fn = SCORINGS[score_name]
+    w = check_sample_weight(sample_weight, n)
+    if isinstance(cv, str):
+        check_choice("cv", cv, ("loo",))
+        folds = None
+    else:
+        folds = _folds(n, cv, random_state)
+    opts = {"max_iter": max_iter, "tol": tol, "threads": threads}
+    alpha_dep = method == "sm"
+    a_list = alphas if alpha_dep else alphas[:1]
+    methods = ("kl", "sm") if method == "sm" else (method,)
+
+    # errors[kernel][alpha] -> list of (errors, weights, converged) per fold
+    rows = []
+    n_fact = 0
+    units = len(kernels) * (1 if folds is None else len(folds)) * (len(a_list) + 1)
+    with Progress(progress, units, "select") as bar:
+        for kern in kernels:
+            base = TGPParams(gamma_x=kern[0], gamma_y=kern[1], lambda_x=kern[2], lambda_y=kern[3],
+                             alpha=a_list[0], beta=betas[0])
+            per_alpha = {a: [] for a in a_list}
+            for fold in ([None] if folds is None else folds):
+                if fold is None:
+                    model0 = fit(X, Y, base, methods=methods, threads=threads, sample_weight=w)
+                    start = loo_predict(model0, method="kl", **opts).y if method == "sm" else None
+                    Yv, wv = Y, w
+                else:
+                    tr, va = fold
+                    model0 = fit(X[tr], Y[tr], base, methods=methods, threads=threads,
+                                 sample_weight=None if w is None else w[tr])
+                    start = predict(model0, X[va], method="kl", **opts).y if method == "sm" else None
+                    Yv, wv = Y[va], None if w is None else w[va]
+                n_fact += 3
+                bar.step()
+                for a in a_list:
+                    model = with_alpha(model0, a) if a != model0.params.alpha else model0
+                    n_fact += model is not model0
+                    if fold is None:
+                        pred = loo_predict(model, method=method, init=start, **opts)
+                    else:
+                        pred = predict(model, X[fold[1]], method=method, init=start, **opts)
+                    err = np.asarray(score_fn(Yv, pred.y), dtype=float).reshape(-1)
+                    if err.shape[0] != Yv.shape[0]:
+                        raise ValueError(f"scoring must return one error per validation point ({Yv.shape[0]}), "
+                                         f"got shape {err.shape}")
+                    per_alpha[a].append((err, wv, pred.converged))
+                    bar.step()
+            for a in alphas:
+                folds_a = per_alpha[a if alpha_dep else a_list[0]]
+                if folds is None:
+                    err, wv, conv = folds_a[0]
+                    mean = float(np.average(err, weights=wv))
+                    std = float(np.sqrt(np.average((err - mean) ** 2, weights=wv)))
+                    cfrac = float(conv.mean())
+                else:
+                    means = np.array([np.average(e, weights=ww) for e, ww, _ in folds_a])
+                    mean, std = float(means.mean()), float(means.std())
+                    cfrac = float(np.concatenate([c for _, _, c in folds_a]).mean())
+                for b in betas:
+                    rows.append((*kern, a, b, mean, std, cfrac))
+    arr = np.array(rows, dtype=float)
+    table = {c: arr[:, j] for j, c in enumerate((*COLUMNS, "mean", "std", "converged"))}
+    best = int(np.argmin(table["mean"]))
+    params = TGPParams(**{c: float(table[c][best]) for c in COLUMNS})
+    final = fit(X, Y, params, threads=threads, sample_weight=w)
+    return Selection(params=params, model=final, table=table, best_index=best, method=method,
+                     cv="loo" if folds is None else len(folds), scoring=score_name, n_factorizations=n_fact,
+                     seconds=time.perf_counter() - t_start)

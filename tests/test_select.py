@@ -1,0 +1,107 @@
+"""Hyperparameter selection (fastsm.tgp.select) against brute-force cross-validation."""
+
+import numpy as np
+import pytest
+
+from fastsm import datasets, tgp
+
+BASE = dict(gammas_x=0.5, gammas_y=2.0, lambdas_x=1e-2, lambdas_y=1e-2)
+
+
+@pytest.fixture(scope="module")
+def data():
+    X, _, Y, _ = datasets.random_structured(3, n_train=40, n_test=1, dx=2, dy=2)
+    return X, Y
+
+
+def _params(alpha, beta=1.5):
+    return tgp.TGPParams(gamma_x=0.5, gamma_y=2.0, lambda_x=1e-2, lambda_y=1e-2, alpha=alpha, beta=beta)
+
+
+def test_loo_scores_equal_brute_force(data):
+    X, Y = data
+    sel = tgp.select(X, Y, alphas=[0.3, 0.8], betas=[1.5], cv="loo", **BASE)
+    for row, a in enumerate([0.3, 0.8]):
+        errs = []
+        for i in range(len(X)):
+            keep = np.arange(len(X)) != i
+            m = tgp.fit(X[keep], Y[keep], _params(a))
+            errs.append(np.abs(tgp.predict(m, X[i:i + 1]).y[0] - Y[i]).mean())
+        np.testing.assert_allclose(sel.table["mean"][row], np.mean(errs), rtol=1e-6)
+        np.testing.assert_allclose(sel.table["std"][row], np.std(errs), rtol=1e-5)
+    assert sel.params.alpha == [0.3, 0.8][int(np.argmin(sel.table["mean"]))]
+    np.testing.assert_array_equal(sel.model.X, X)
+    assert sel.model.params == sel.params
+
+
+def test_kfold_scores_equal_manual_folds(data):
+    X, Y = data
+    sel = tgp.select(X, Y, alphas=[0.5], betas=[0.99], cv=4, scoring="mse", random_state=7, **BASE)
+    perm = np.random.default_rng(7).permutation(len(X))
+    means = []
+    for part in np.array_split(perm, 4):
+        tr = np.setdiff1d(np.arange(len(X)), part)
+        m = tgp.fit(X[tr], Y[tr], _params(0.5, 0.99))
+        means.append(((tgp.predict(m, X[np.sort(part)]).y - Y[np.sort(part)]) ** 2).mean())
+    np.testing.assert_allclose(sel.table["mean"][0], np.mean(means), rtol=1e-7)
+    np.testing.assert_allclose(sel.table["std"][0], np.std(means), rtol=1e-6)
+    assert sel.cv == 4 and sel.scoring == "mse"
+
+
+def test_beta_changes_no_prediction(data):
+    X, Y = data
+    preds = [tgp.predict(tgp.fit(X, Y, _params(0.6, b)), X + 0.01) for b in (0.5, 0.99, 1.5)]
+    for p in preds[1:]:
+        np.testing.assert_array_equal(p.y, preds[0].y)
+        np.testing.assert_array_equal(p.n_eval, preds[0].n_eval)
+    sel = tgp.select(X, Y, alphas=[0.4, 0.6], betas=[0.5, 0.99, 1.5], **BASE)
+    m = sel.table["mean"].reshape(2, 3)
+    assert np.all(m == m[:, :1])
+    assert sel.params.beta == 0.5  # ties go to the first beta
+
+
+def test_with_alpha_equals_a_fit(data):
+    X, Y = data
+    m = tgp.fit(X, Y, _params(0.3))
+    m2 = tgp.with_alpha(m, 0.7)
+    ref = tgp.fit(X, Y, _params(0.7))
+    np.testing.assert_allclose(m2.Kxy_inv, ref.Kxy_inv, rtol=0, atol=1e-10 * np.abs(ref.Kxy_inv).max())
+    np.testing.assert_allclose(m2.logdet_xy, ref.logdet_xy, rtol=1e-12)
+    assert m2.Kx_inv is m.Kx_inv and m2.params.alpha == 0.7
+
+
+def test_progress_callback_and_weights(data):
+    X, Y = data
+    calls = []
+    w = np.random.default_rng(0).uniform(0.5, 2.0, len(X))
+    sel = tgp.select(X, Y, alphas=[0.5], betas=[1.0], gammas_x=[0.5, 1.0], gammas_y=2.0, lambdas_x=1e-2,
+                     lambdas_y=1e-2, cv=3, sample_weight=w, progress=lambda d, t: calls.append((d, t)))
+    assert calls == [(k, 12) for k in range(1, 13)]  # 2 kernels × 3 folds × (fit + 1 alpha)
+    assert sel.model.sample_weight is not None and len(sel.table["mean"]) == 2
+    assert "alpha" in sel.format_table(top=1)
+
+
+def test_select_rejects_bad_input(data):
+    X, Y = data
+    with pytest.raises(ValueError, match="alphas must not be empty"):
+        tgp.select(X, Y, alphas=[])
+    with pytest.raises(ValueError, match="alphas must be < 1"):
+        tgp.select(X, Y, alphas=[0.5, 1.0])
+    with pytest.raises(ValueError, match="betas must be > 0"):
+        tgp.select(X, Y, betas=[0.0])
+    with pytest.raises(ValueError, match="cv must be >= 2"):
+        tgp.select(X, Y, cv=1)
+    with pytest.raises(ValueError, match="cv must be at most"):
+        tgp.select(X, Y, cv=41)
+    with pytest.raises(ValueError, match="cv must be one of"):
+        tgp.select(X, Y, cv="kfold")
+    with pytest.raises(ValueError, match="scoring"):
+        tgp.select(X, Y, scoring="r2")
+    with pytest.raises(ValueError, match="method"):
+        tgp.select(X, Y, method="sm_cubic")
+    with pytest.raises(TypeError, match="progress"):
+        tgp.select(X, Y, progress="yes")
+    with pytest.raises(ValueError, match="same number of rows"):
+        tgp.select(X, Y[:-1])
+    with pytest.raises(ValueError, match="one error per validation point"):
+        tgp.select(X, Y, alphas=[0.5], betas=[1.0], scoring=lambda a, b: 0.0, **BASE)
