@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import numbers
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -159,6 +160,27 @@ def with_alpha(model: TGPModel, alpha: float, beta: float | None = None) -> TGPM
                                 copy=False)
 
 
+def _splits(n: int, cv, X, Y) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Explicit folds: a scikit-learn splitter (``split``) or an iterable of ``(train, test)`` index arrays."""
+    splits = list(cv.split(X, Y)) if hasattr(cv, "split") else list(cv)
+    if not splits:
+        raise ValueError("cv must hold at least one (train, test) split, got none")
+    out = []
+    for k, split in enumerate(splits):
+        try:
+            tr, va = split
+        except (TypeError, ValueError):
+            raise TypeError(f"cv split {k} must be a (train, test) pair of index arrays") from None
+        tr, va = np.asarray(tr), np.asarray(va)
+        for name, idx in (("train", tr), ("test", va)):
+            if idx.ndim != 1 or idx.size == 0 or not np.issubdtype(idx.dtype, np.integer):
+                raise ValueError(f"cv split {k}: the {name} indices must be a non-empty 1-D integer array")
+            if idx.min() < 0 or idx.max() >= n:
+                raise ValueError(f"cv split {k}: the {name} indices must lie in [0, {n})")
+        out.append((tr.astype(np.int64), va.astype(np.int64)))
+    return out
+
+
 def _folds(n: int, cv, random_state) -> list[tuple[np.ndarray, np.ndarray]]:
     k = check_int("cv", cv, low=2)
     if k > n:
@@ -177,7 +199,7 @@ def select(
     gammas_y: Sequence[float] | float | None = None,
     lambdas_x: Sequence[float] | float | None = None,
     lambdas_y: Sequence[float] | float | None = None,
-    cv: str | int = "loo",
+    cv="loo",
     method: str = "sm",
     scoring: str | Callable[[np.ndarray, np.ndarray], np.ndarray] = "mae",
     sample_weight=None,
@@ -201,11 +223,12 @@ def select(
         score.
     gammas_x, gammas_y, lambdas_x, lambdas_y : float or sequence, optional
         Kernel grids; ``None`` uses the :class:`TGPParams` default.
-    cv : "loo" or int
+    cv : "loo", int, splitter or iterable of (train, test) index arrays
         ``"loo"``: exact leave-one-out by downdates
         (:func:`~fastsm.tgp.loo_predict`), no refits; an int ``k >= 2``:
         k-fold (shuffled with ``random_state``), one fit per fold and kernel
-        setting.
+        setting; a scikit-learn splitter (``cv.split(X, Y)``) or explicit
+        splits: those folds.
     method : {"sm", "kl", "ikl"}
         The predictor scored.  For KL and IKL, ``alpha`` and ``beta`` do not
         enter the prediction; their rows repeat the same score.
@@ -236,7 +259,7 @@ def select(
         raise ValueError(f"X and Y must have the same number of rows, got {X.shape[0]} and {Y.shape[0]}")
     n = X.shape[0]
     if n < 2:
-        raise ValueError(f"select needs at least 2 training points, got {n}")
+        raise ValueError(f"select needs at least 2 training points, got {n} sample")
     check_choice("method", method, ("sm", "kl", "ikl"))
     d = TGPParams()
     alphas = _grid("alphas", alphas, d.alpha, positive=True, open_unit=True)
@@ -254,8 +277,10 @@ def select(
     if isinstance(cv, str):
         check_choice("cv", cv, ("loo",))
         folds = None
-    else:
+    elif isinstance(cv, numbers.Integral) and not isinstance(cv, bool):
         folds = _folds(n, cv, random_state)
+    else:
+        folds = _splits(n, cv, X, Y)
     opts = {"max_iter": max_iter, "tol": tol, "threads": threads}
     alpha_dep = method == "sm"
     a_list = alphas if alpha_dep else alphas[:1]
@@ -315,5 +340,6 @@ def select(
     params = TGPParams(**{c: float(table[c][best]) for c in COLUMNS})
     final = fit(X, Y, params, threads=threads, sample_weight=w)
     return Selection(params=params, model=final, table=table, best_index=best, method=method,
-                     cv="loo" if folds is None else len(folds), scoring=score_name, n_factorizations=n_fact,
+                     cv="loo" if folds is None else (len(folds) if isinstance(cv, numbers.Integral) else "splits"),
+                     scoring=score_name, n_factorizations=n_fact,
                      seconds=time.perf_counter() - t_start)
