@@ -16,7 +16,7 @@ log|A_RR|``.  ``C = K_Y^-1 K_X K_Y^-1`` (IKLTGP) follows in O(N^2 m) without
 from __future__ import annotations
 
 import numpy as np
-from scipy.linalg import cho_factor, cho_solve
+from scipy.linalg import cho_factor, cho_solve, solve_triangular
 
 from fastsm._kernels.rbf import rbf_cross, rbf_gram
 from fastsm._threads import thread_limits
@@ -56,24 +56,34 @@ def _sym(A: np.ndarray) -> np.ndarray:
 
 
 def _border(A: np.ndarray, logdet: float, k: np.ndarray, kappa: np.ndarray, name: str, lam_name: str):
-    """Inverse and log-determinant of ``[[K, k], [k^T, kappa]]`` from ``A = K^-1``; also ``U = A k``, ``S^-1``."""
+    """Inverse and log-determinant of ``[[K, k], [k^T, kappa]]`` from ``A = K^-1``; also ``U = A k``, ``S^-1``.
+
+    ``U S^-1 U^T = W W^T`` with ``W = U L^-T`` (``S = L L^T``) is one
+    symmetric rank-m product (BLAS syrk): the result is exactly symmetric
+    without a transposed pass over the N×N matrix.
+    """
     n, m = k.shape
     U = A @ k
     S = kappa - k.T @ U
+    S = 0.5 * (S + S.T)
     message = (f"{name} with the new points is not positive definite (a new point duplicates a training point or "
                f"another new point); duplicates need {lam_name} > 0")
-    c, logdet_s = _spd_factor(_sym(S), message)
+    c, logdet_s = _spd_factor(S, message)
     # a pivot at rounding level is a duplicate too: its inverse would be rounding noise
     if np.any(np.diag(c[0]) ** 2 <= SCHUR_FLOOR * np.diag(kappa)):
         raise ValueError(message)
+    L = np.tril(c[0])
+    W = solve_triangular(L, U.T, lower=True, check_finite=False).T
     S_inv = cho_solve(c, np.eye(m), check_finite=False)
+    S_inv = 0.5 * (S_inv + S_inv.T)
     US = U @ S_inv
     out = np.empty((n + m, n + m))
-    out[:n, :n] = A + US @ U.T
+    out[:n, :n] = A
+    out[:n, :n] += W @ W.T
     out[:n, n:] = -US
     out[n:, :n] = -US.T
     out[n:, n:] = S_inv
-    return _sym(out), logdet + logdet_s, U, S_inv
+    return out, logdet + logdet_s, U, S_inv
 
 
 def _noise(lam: float, w: np.ndarray | None, m: int) -> np.ndarray:
@@ -157,26 +167,39 @@ def partial_fit(model: TGPModel, X_new, Y_new, *, sample_weight=None, threads: i
             C = _border_C(model.C, model.Ky_inv, ky, kx, Kx_n, Uy, Sy_inv)
     inverses = {"Kx_inv": Kx_inv, "Ky_inv": Ky_inv, "Kxy_inv": Kxy_inv,
                 "logdet_x": ld_x, "logdet_y": ld_y, "logdet_xy": ld_xy}
-    return TGPModel._from_parts(X, Y, p, model.methods, _parts(model, X, Y, w, inverses, C), w)
+    # every array here is new and held by nobody else: frozen, not copied
+    return TGPModel._from_parts(X, Y, p, model.methods, _parts(model, X, Y, w, inverses, C), w, copy=False)
 
 
 def _border_C(C, B, ky, kx, kappa_x, U, S_inv):
     """``C' = B' K_X' B'`` of the bordered matrices from ``C = B K_X B`` (module docstring).
 
     ``B' = P + V S^-1 V^T`` with ``P = diag(B, 0)`` and ``V = [U; -I]``;
-    ``P K_X' V = [C k_y - B k_x; 0]`` and ``V^T K_X' V = k_y^T C k_y - U^T k_x
-    - k_x^T U + kappa_x``.
+    ``P K_X' V = [C k_y - B k_x; 0] = W`` and ``V^T K_X' V = k_y^T C k_y -
+    U^T k_x - k_x^T U + kappa_x = T``, so ``C' = diag(C, 0) + Z Q Z^T`` with
+    ``Z = [W, V]`` and ``Q = [[0, S^-1], [S^-1, S^-1 T S^-1]]``.  ``Q = E diag(l)
+    E^T`` splits the update into two symmetric products (syrk), exactly
+    symmetric.
     """
     n, m = ky.shape
     Ck = C @ ky
-    W = Ck - B @ kx
     T = ky.T @ Ck - U.T @ kx - kx.T @ U + kappa_x
-    V = np.vstack([U, -np.eye(m)])
-    Wf = np.vstack([W, np.zeros((m, m))])
-    G = (Wf @ S_inv) @ V.T
-    out = G + G.T + V @ (S_inv @ T @ S_inv) @ V.T
-    out[:n, :n] += C
-    return _sym(out)
+    Z = np.zeros((n + m, 2 * m))
+    Z[:n, :m] = Ck - B @ kx
+    Z[:n, m:] = U
+    Z[n:, m:] = -np.eye(m)
+    Q = np.zeros((2 * m, 2 * m))
+    Q[:m, m:] = S_inv
+    Q[m:, :m] = S_inv
+    Q[m:, m:] = S_inv @ T @ S_inv
+    lam, E = np.linalg.eigh(0.5 * (Q + Q.T))
+    P = Z @ (E * np.sqrt(np.abs(lam)))
+    pos, neg = np.ascontiguousarray(P[:, lam > 0]), np.ascontiguousarray(P[:, lam < 0])
+    out = np.zeros((n + m, n + m))
+    out[:n, :n] = C
+    out += pos @ pos.T
+    out -= neg @ neg.T
+    return out
 
 
 def _check_indices(indices, n: int) -> np.ndarray:
@@ -199,9 +222,10 @@ def _check_indices(indices, n: int) -> np.ndarray:
 def _downdate(A: np.ndarray, logdet: float, R: np.ndarray, keep: np.ndarray, name: str):
     c, logdet_r = _spd_factor(A[np.ix_(R, R)], f"the removed block of {name} is not positive definite: the model's "
                                                f"inverse has lost definiteness to rounding; refit instead")
-    A_kR = A[np.ix_(keep, R)]
-    out = A[np.ix_(keep, keep)] - A_kR @ cho_solve(c, A_kR.T, check_finite=False)
-    return _sym(out), logdet + logdet_r
+    W = solve_triangular(np.tril(c[0]), A[np.ix_(R, keep)], lower=True, check_finite=False)
+    out = A[np.ix_(keep, keep)]
+    out -= W.T @ W
+    return out, logdet + logdet_r
 
 
 def remove(model: TGPModel, indices, *, threads: int | None = None) -> TGPModel:
@@ -248,4 +272,5 @@ def remove(model: TGPModel, indices, *, threads: int | None = None) -> TGPModel:
     w = None if model.sample_weight is None else model.sample_weight[keep]
     inverses = {"Kx_inv": Kx_inv, "Ky_inv": Ky_inv, "Kxy_inv": Kxy_inv,
                 "logdet_x": ld_x, "logdet_y": ld_y, "logdet_xy": ld_xy}
-    return TGPModel._from_parts(X, Y, model.params, model.methods, _parts(model, X, Y, w, inverses, C), w)
+    return TGPModel._from_parts(X, Y, model.params, model.methods, _parts(model, X, Y, w, inverses, C), w,
+                                copy=False)
