@@ -18,19 +18,11 @@ import argparse
 import time
 
 import numpy as np
+from shift_peers import timed  # best-of-k timer shared by the benchmark scripts
 
 from fastsm import datasets, tgp
 
 PARAMS = tgp.TGPParams(gamma_x=0.2, gamma_y=20.0, lambda_x=1e-4, lambda_y=1e-4, alpha=0.85, beta=1.5)
-
-
-def best_of(fn, repeat=3):
-    best, out = np.inf, None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, out
 
 
 def loo(sizes, refits):
@@ -40,7 +32,7 @@ def loo(sizes, refits):
     tgp.loo_predict(tgp.fit(X0, Y0, PARAMS))  # warm-up
     for n in sizes:
         X, _, Y, _ = datasets.toy1(0, n_train=n, n_test=2)
-        t_loo, res = best_of(lambda X=X, Y=Y: tgp.loo_predict(tgp.fit(X, Y, PARAMS, methods=("kl", "sm"))), 1)
+        t_loo, res = timed(lambda X=X, Y=Y: tgp.loo_predict(tgp.fit(X, Y, PARAMS, methods=("kl", "sm"))), 1)
         idx = np.linspace(0, n - 1, refits).astype(int)
         t0 = time.perf_counter()
         dmax = 0.0
@@ -61,8 +53,8 @@ def update(sizes):
         X, _, Y, _ = datasets.random_structured(0, n_train=n + 1, n_test=1, dx=8, dy=16)
         p = tgp.TGPParams(gamma_x=0.05, gamma_y=0.05, lambda_x=1e-2, lambda_y=1e-2, alpha=0.5)
         base = tgp.fit(X[:n], Y[:n], p)
-        t_up, up = best_of(lambda b=base, X=X, Y=Y, n=n: tgp.partial_fit(b, X[n:], Y[n:]))
-        t_fit, ref = best_of(lambda X=X, Y=Y, p=p: tgp.fit(X, Y, p))
+        t_up, up = timed(lambda b=base, X=X, Y=Y, n=n: tgp.partial_fit(b, X[n:], Y[n:]), 3)
+        t_fit, ref = timed(lambda X=X, Y=Y, p=p: tgp.fit(X, Y, p), 3)
         err = max(float(np.abs(getattr(up, k) - getattr(ref, k)).max() / np.abs(getattr(ref, k)).max())
                   for k in ("Kx_inv", "Ky_inv", "Kxy_inv", "C"))
         print(f"{n:6d} {t_up:21.4f} {t_fit:12.3f} {t_fit / t_up:9.1f} {err:16.1e}", flush=True)

@@ -221,28 +221,40 @@ def predict(
     max_iter, tol, trust_radius, batch_size = _check_options(method, optimizer, max_iter, tol, trust_radius,
                                                              batch_size)
     n, dy = X.shape[0], model.Y.shape[1]
-    if init is None:
-        init = "kl" if method in ("sm", "sm_cubic") else "linear"
-    if isinstance(init, str):
-        check_choice("init", init, ("linear", "kl"))
-        if init == "linear":
-            Y0 = np.hstack([X, np.ones((n, 1))]) @ model.ridge_coef
-        else:
-            with warnings.catch_warnings():  # reported once, by this call
-                warnings.simplefilter("ignore", RuntimeWarning)
-                Y0 = predict(model, X, method="kl", init="linear", max_iter=max_iter, tol=tol, threads=threads,
-                             optimizer=optimizer, trust_radius=trust_radius, batch_size=batch_size).y
-    else:
-        Y0 = as_2d("init", init)
-        if Y0.shape != (n, dy):
-            raise ValueError(f"init must have shape {(n, dy)} (n test points × dy), got {Y0.shape}")
-    Y0 = np.ascontiguousarray(Y0, dtype=np.float64)
+    Y0 = start(init, method, (n, dy), "n test points × dy",
+               linear=lambda: np.hstack([X, np.ones((n, 1))]) @ model.ridge_coef,
+               kl=lambda: predict(model, X, method="kl", init="linear", max_iter=max_iter, tol=tol, threads=threads,
+                                  optimizer=optimizer, trust_radius=trust_radius, batch_size=batch_size).y)
     spread = np.full(n, model.y_spread)
     res = _optimize(model, method, Y0, lambda s, e: _point_data(model, X[s:e], method), None, spread,
                     max_iter=max_iter, tol=tol, trust_radius=trust_radius, optimizer=optimizer,
                     batch_size=batch_size, threads=threads)
     _warn_extrapolated(res.extrapolated, n)
     return res
+
+
+def start(init, method: str, shape: tuple[int, int], rows: str, *, linear, kl) -> np.ndarray:
+    """The optimiser's start from ``init``: ``None``, ``"linear"``, ``"kl"`` or an array of ``shape``.
+
+    ``None`` is ``"kl"`` for SMTGP ([SM] §5.2) and ``"linear"`` otherwise;
+    ``linear()`` and ``kl()`` compute those starts (the KL run's extrapolation
+    warning is left to the caller's own).
+    """
+    if init is None:
+        init = "kl" if method in ("sm", "sm_cubic") else "linear"
+    if isinstance(init, str):
+        check_choice("init", init, ("linear", "kl"))
+        if init == "linear":
+            Y0 = linear()
+        else:
+            with warnings.catch_warnings():  # reported once, by the caller
+                warnings.simplefilter("ignore", RuntimeWarning)
+                Y0 = kl()
+    else:
+        Y0 = as_2d("init", init)
+        if Y0.shape != shape:
+            raise ValueError(f"init must have shape {shape} ({rows}), got {Y0.shape}")
+    return np.ascontiguousarray(Y0, dtype=np.float64)
 
 
 def _check_options(method, optimizer, max_iter, tol, trust_radius, batch_size):

@@ -19,7 +19,6 @@ optimiser's tolerance.
 
 from __future__ import annotations
 
-import warnings
 from typing import Literal
 
 import numpy as np
@@ -27,8 +26,8 @@ import numpy as np
 from fastsm import config
 from fastsm._kernels.rank_one import schur_rows
 from fastsm._kernels.rbf import rbf_cross
-from fastsm._validation import as_2d, check_choice
-from fastsm.tgp.api import _check_model, _check_options, _floor, _optimize, _times, _warn_extrapolated
+from fastsm._validation import check_choice
+from fastsm.tgp.api import _check_model, _check_options, _floor, _optimize, _times, _warn_extrapolated, start
 from fastsm.tgp.model import Prediction, TGPModel
 
 LooMethod = Literal["sm", "kl", "ikl"]
@@ -165,22 +164,9 @@ def loo_predict(
         raise ValueError("this model was fitted without 'ikl' in methods; refit with methods including 'ikl'")
     n, dy = model.n_train, model.Y.shape[1]
     spread = loo_spread(model.Y)
-    if init is None:
-        init = "kl" if method == "sm" else "linear"
-    if isinstance(init, str):
-        check_choice("init", init, ("linear", "kl"))
-        if init == "linear":
-            Y0 = loo_ridge(model)
-        else:
-            with warnings.catch_warnings():  # reported once, by this call
-                warnings.simplefilter("ignore", RuntimeWarning)
-                Y0 = loo_predict(model, method="kl", init="linear", max_iter=max_iter, tol=tol, threads=threads,
-                                 optimizer=optimizer, trust_radius=trust_radius, batch_size=batch_size).y
-    else:
-        Y0 = as_2d("init", init)
-        if Y0.shape != (n, dy):
-            raise ValueError(f"init must have shape {(n, dy)} (one start per training point), got {Y0.shape}")
-    Y0 = np.ascontiguousarray(Y0, dtype=np.float64)
+    Y0 = start(init, method, (n, dy), "one start per training point", linear=lambda: loo_ridge(model),
+               kl=lambda: loo_predict(model, method="kl", init="linear", max_iter=max_iter, tol=tol, threads=threads,
+                                      optimizer=optimizer, trust_radius=trust_radius, batch_size=batch_size).y)
     held = np.arange(n, dtype=np.int64)
     res = _optimize(model, method, Y0, lambda s, e: _loo_point_data(model, held[s:e], method), held, spread,
                     max_iter=max_iter, tol=tol, trust_radius=trust_radius, optimizer=optimizer,
