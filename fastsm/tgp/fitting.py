@@ -14,10 +14,10 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
-from scipy.linalg import lapack
 
 from fastsm._kernels.gemm import blocked_gemm
 from fastsm._kernels.rbf import rbf_gram
+from fastsm._lapack import potrf_potri
 from fastsm._threads import thread_limits
 from fastsm._validation import as_2d, as_float_array
 
@@ -88,7 +88,7 @@ def check_training(X, Y, params, methods, sample_weight=None):
 
 
 def spd_inverse(K: np.ndarray, name: str, lam_name: str) -> tuple[np.ndarray, float]:
-    """Inverse and log-determinant of an SPD matrix by Cholesky (LAPACK potrf/potri).
+    """Inverse and log-determinant of an SPD matrix by Cholesky (LAPACK potrf/potri, GIL released).
 
     Call on one BLAS thread (see the module docstring).
 
@@ -98,18 +98,14 @@ def spd_inverse(K: np.ndarray, name: str, lam_name: str) -> tuple[np.ndarray, fl
         If ``K`` is not numerically positive definite (e.g. duplicate
         training points with a zero regulariser).
     """
-    L, info = lapack.dpotrf(K, lower=1, clean=1)
+    inv, logdet, info, info2 = potrf_potri(K)
     if info != 0:
         raise ValueError(
             f"{name} is not positive definite (Cholesky failed at column {info}); "
             f"duplicate or near-duplicate training points need {lam_name} > 0"
         )
-    logdet = 2.0 * float(np.sum(np.log(np.diag(L))))
-    inv, info = lapack.dpotri(L, lower=1)
-    if info != 0:  # pragma: no cover - potrf succeeded, potri cannot fail
-        raise ValueError(f"{name} could not be inverted (LAPACK info {info})")
-    inv = np.tril(inv)
-    inv = inv + np.tril(inv, -1).T
+    if info2 != 0:  # pragma: no cover - potrf succeeded, potri cannot fail
+        raise ValueError(f"{name} could not be inverted (LAPACK info {info2})")
     if not np.all(np.isfinite(inv)):
         raise ValueError(f"{name} is numerically singular; increase {lam_name}")
     return np.ascontiguousarray(inv), logdet
