@@ -1,6 +1,7 @@
 """Twin Gaussian processes: KLTGP, IKLTGP and SMTGP ([SM])."""
 
 from fastsm.tgp.api import certainty, fit, objective, predict
+from fastsm.tgp.local import LocalTGPModel, fit_local
 from fastsm.tgp.loo import loo_predict
 from fastsm.tgp.model import Prediction, TGPModel, TGPParams
 from fastsm.tgp.select import Selection, select, with_alpha
@@ -8,5 +9,5 @@ from fastsm.tgp.update import partial_fit, remove
 
 __all__ = [
     "TGPParams", "TGPModel", "Prediction", "fit", "predict", "objective", "certainty", "loo_predict", "partial_fit",
-    "remove", "select", "Selection", "with_alpha",
+    "remove", "select", "Selection", "with_alpha", "fit_local", "LocalTGPModel",
 ]

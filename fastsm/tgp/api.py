@@ -19,6 +19,7 @@ from fastsm._kernels.gemm import blocked_gemm
 from fastsm._kernels.optimize import minimize_batch
 from fastsm._kernels.rank_one import schur_rows
 from fastsm._kernels.rbf import rbf_cross
+from fastsm._progress import Progress
 from fastsm._threads import Compute, run_interruptible
 from fastsm._validation import as_2d, check_choice, check_int, check_scalar
 from fastsm.tgp.fitting import METHODS, check_training, factorize
@@ -168,13 +169,15 @@ def predict(
     optimizer: Literal["bfgs", "gd"] = "bfgs",
     trust_radius: float = config.DEFAULT_TRUST_RADIUS,
     batch_size: int = config.DEFAULT_BATCH_SIZE,
+    progress=False,
 ) -> Prediction:
     """Predict outputs by minimising a TGP objective for every test input.
 
     Parameters
     ----------
-    model : TGPModel
-        From :func:`fit`.
+    model : TGPModel or LocalTGPModel
+        From :func:`fit`, or :func:`fit_local` (each test point predicted by
+        the model of its nearest training inputs).
     X : array_like, shape (n, dx)
         Test inputs.
     method : {"sm", "kl", "ikl", "sm_cubic"}
@@ -203,6 +206,10 @@ def predict(
         Test points optimised together (bounds memory at about
         ``8 * batch_size * N`` doubles).  Results do not depend on it on
         this machine's OpenBLAS (docs/accuracy.md).
+    progress : bool or callable
+        Report progress per batch (local models: per group of test points):
+        ``True`` shows tqdm when installed, else a line on stderr; a
+        callable gets ``(done, total)`` test points.  Off by default.
 
     Returns
     -------
@@ -216,21 +223,36 @@ def predict(
     Ctrl-C interrupts the call within one evaluation round and raises
     ``KeyboardInterrupt``.
     """
+    from fastsm.tgp.local import LocalTGPModel, predict_local
+
+    if isinstance(model, LocalTGPModel):
+        max_iter, tol, trust_radius, batch_size = _check_options(method, optimizer, max_iter, tol, trust_radius,
+                                                                 batch_size)
+        return predict_local(model, X, method=method, init=init, max_iter=max_iter, tol=tol, threads=threads,
+                             optimizer=optimizer, trust_radius=trust_radius, batch_size=batch_size,
+                             progress=progress)
     model = _check_model(model)
     X = _check_inputs(model, X)
     max_iter, tol, trust_radius, batch_size = _check_options(method, optimizer, max_iter, tol, trust_radius,
                                                              batch_size)
     n, dy = X.shape[0], model.Y.shape[1]
     Y0 = start(init, method, (n, dy), "n test points × dy",
-               linear=lambda: np.hstack([X, np.ones((n, 1))]) @ model.ridge_coef,
+               linear=lambda: linear_start(X, model.ridge_coef),
                kl=lambda: predict(model, X, method="kl", init="linear", max_iter=max_iter, tol=tol, threads=threads,
                                   optimizer=optimizer, trust_radius=trust_radius, batch_size=batch_size).y)
     spread = np.full(n, model.y_spread)
-    res = _optimize(model, method, Y0, lambda s, e: _point_data(model, X[s:e], method), None, spread,
-                    max_iter=max_iter, tol=tol, trust_radius=trust_radius, optimizer=optimizer,
-                    batch_size=batch_size, threads=threads)
+    with Progress(progress, n, "predict") as bar:
+        res = _optimize(model, method, Y0, lambda s, e: _point_data(model, X[s:e], method), None, spread,
+                        max_iter=max_iter, tol=tol, trust_radius=trust_radius, optimizer=optimizer,
+                        batch_size=batch_size, threads=threads, progress=bar)
     _warn_extrapolated(res.extrapolated, n)
     return res
+
+
+def linear_start(X: np.ndarray, coef: np.ndarray) -> np.ndarray:
+    """``[X, 1] @ coef`` row by row: a row's value does not depend on the other rows (a BLAS product's does)."""
+    dx = X.shape[1]
+    return (X[:, :, None] * coef[None, :dx, :]).sum(axis=1) + coef[dx]
 
 
 def start(init, method: str, shape: tuple[int, int], rows: str, *, linear, kl) -> np.ndarray:
@@ -277,7 +299,7 @@ def _warn_extrapolated(ex: np.ndarray, n: int) -> None:
 
 def _optimize(model: TGPModel, method: str, Y0: np.ndarray, point_data, held, spread: np.ndarray, *,
               max_iter: int, tol: float, trust_radius: float, optimizer: str, batch_size: int,
-              threads: int | None) -> Prediction:
+              threads: int | None, progress: Progress | None = None) -> Prediction:
     """The batched minimisation shared by :func:`predict` and the leave-one-out predictions.
 
     ``point_data(s, e)`` returns ``F, eta_x, xwx, W, extrapolated`` of points
@@ -315,6 +337,8 @@ def _optimize(model: TGPModel, method: str, Y0: np.ndarray, point_data, held, sp
             out["y"][s:e], out["f"][s:e], out["it"][s:e], out["ev"][s:e] = Yb, fb, itb, evb
             out["cv"][s:e], out["h"][s:e], out["ex"][s:e] = cvb & ~ex, hits, ex
             out["lc"][s:e] = _log_certainty(model, Yb, eta_x, xwx, W, held=hb)
+            if progress is not None:
+                progress.step(e - s)
 
     # ~30 evaluations of 2 N^2 flops per point and product
     run_interruptible(threads, body, flops=60.0 * n * model.n_train**2 * (1 if method == "kl" else 2))

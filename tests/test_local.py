@@ -1,0 +1,92 @@
+"""KNN-local TGP (fastsm.tgp.fit_local): K = N equals the global model; sharing; bad input."""
+
+import numpy as np
+import pytest
+
+from fastsm import datasets, tgp
+
+PARAMS = tgp.TGPParams(gamma_x=0.5, gamma_y=2.0, lambda_x=1e-2, lambda_y=1e-2, alpha=0.6, beta=1.5)
+
+
+@pytest.fixture(scope="module")
+def data():
+    X, Xt, Y, Yt = datasets.random_structured(0, n_train=150, n_test=30, dx=2, dy=3)
+    return X, Xt, Y, Yt
+
+
+@pytest.mark.parametrize("method", ["kl", "ikl", "sm"])
+def test_k_equal_n_is_the_global_model(data, method):
+    X, Xt, Y, _ = data
+    g = tgp.predict(tgp.fit(X, Y, PARAMS), Xt, method=method)
+    loc = tgp.predict(tgp.fit_local(X, Y, PARAMS, n_neighbors=len(X)), Xt, method=method)
+    np.testing.assert_allclose(loc.y, g.y, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(loc.objective, g.objective, rtol=1e-10)
+    np.testing.assert_allclose(loc.log_certainty, g.log_certainty, rtol=1e-10)
+
+
+def test_local_model_equals_a_fit_on_the_neighbours(data):
+    from scipy.spatial import cKDTree
+
+    X, Xt, Y, _ = data
+    loc = tgp.predict(tgp.fit_local(X, Y, PARAMS, n_neighbors=40, share="none"), Xt[:6], method="sm")
+    _, idx = cKDTree(X).query(Xt[:6], k=40)
+    for i in range(6):
+        nb = np.sort(idx[i])
+        ref = tgp.predict(tgp.fit(X[nb], Y[nb], PARAMS), Xt[i:i + 1], method="sm")
+        np.testing.assert_array_equal(loc.y[i], ref.y[0])
+
+
+def test_exact_sharing_changes_nothing_and_threads_change_nothing(data):
+    X, Xt, Y, _ = data
+    Xq = np.vstack([Xt, Xt[:10] + 1e-9])  # near-duplicates share their neighbour sets
+    a = tgp.predict(tgp.fit_local(X, Y, PARAMS, n_neighbors=30, share="none"), Xq, threads=1)
+    b = tgp.predict(tgp.fit_local(X, Y, PARAMS, n_neighbors=30, share="exact"), Xq, threads=2)
+    np.testing.assert_array_equal(a.y, b.y)
+    from fastsm.tgp.local import neighbour_groups
+
+    assert len(neighbour_groups(tgp.fit_local(X, Y, PARAMS, n_neighbors=30), Xq)) <= len(Xt)
+
+
+def test_cluster_sharing_contains_each_points_neighbours(data):
+    from fastsm.tgp.local import neighbour_groups
+
+    X, Xt, Y, Yt = data
+    m = tgp.fit_local(X, Y, PARAMS, n_neighbors=30, share="cluster", group_size=8)
+    groups = neighbour_groups(m, Xt)
+    assert sorted(np.concatenate([r for r, _ in groups]).tolist()) == list(range(len(Xt)))
+    _, idx = m.tree.query(Xt, k=30)
+    for rows, members in groups:
+        for r in rows:
+            assert set(idx[r]) <= set(members)
+    p = tgp.predict(m, Xt)
+    g = tgp.predict(tgp.fit(X, Y, PARAMS), Xt)
+    assert np.abs(p.y - Yt).mean() < 2 * np.abs(g.y - Yt).mean()
+
+
+def test_progress_callback(data):
+    X, Xt, Y, _ = data
+    calls = []
+    tgp.predict(tgp.fit_local(X, Y, PARAMS, n_neighbors=30), Xt, progress=lambda d, t: calls.append((d, t)))
+    assert calls[-1] == (len(Xt), len(Xt))
+    calls.clear()
+    tgp.predict(tgp.fit(X, Y, PARAMS), Xt, batch_size=8, progress=lambda d, t: calls.append((d, t)))
+    assert calls == [(8, 30), (16, 30), (24, 30), (30, 30)]
+
+
+def test_fit_local_rejects_bad_input(data):
+    X, Xt, Y, _ = data
+    with pytest.raises(ValueError, match="at most the number of training points"):
+        tgp.fit_local(X, Y, PARAMS, n_neighbors=151)
+    with pytest.raises(ValueError, match="at least dy \\+ 1 = 4"):
+        tgp.fit_local(X, Y, PARAMS, n_neighbors=3)
+    with pytest.raises(TypeError, match="n_neighbors"):
+        tgp.fit_local(X, Y, PARAMS, n_neighbors=10.5)
+    with pytest.raises(ValueError, match="share"):
+        tgp.fit_local(X, Y, PARAMS, n_neighbors=20, share="all")
+    m = tgp.fit_local(X, Y, PARAMS, n_neighbors=20)
+    with pytest.raises(ValueError, match="columns"):
+        tgp.predict(m, np.zeros((2, 5)))
+    with pytest.raises(ValueError, match="sm_cubic"):
+        tgp.predict(m, Xt, method="sm_cubic")
+    with pytest.raises(TypeError, match="TGPModel"):
+        tgp.objective(m, Xt, np.zeros((30, 3)))
