@@ -1,0 +1,83 @@
+"""fastsm.dask on a LocalCluster of 2 worker processes: equal to in-process, survives a killed worker."""
+
+import os
+import signal
+
+import numpy as np
+import pytest
+
+pytest.importorskip("distributed")
+
+import dask.array as da  # noqa: E402
+from distributed import Client, LocalCluster  # noqa: E402
+
+from fastsm import dask as fdask  # noqa: E402
+from fastsm import datasets, gmm, tgp  # noqa: E402
+
+PARAMS = tgp.TGPParams(gamma_x=0.5, gamma_y=2.0, lambda_x=1e-2, lambda_y=1e-2, alpha=0.6, beta=1.5)
+
+
+def _mixtures():
+    return datasets.gmm_manifold(d=3, K=2, n_gaussians=40, n_mixtures=12, seed=0)[0]
+
+
+@pytest.fixture(scope="module")
+def setup():
+    X, Xt, Y, _ = datasets.random_structured(0, n_train=120, n_test=300, dx=2, dy=3)
+    model = tgp.fit(X, Y, PARAMS)
+    # compile (and cache) every kernel the tests use before the workers load them
+    ref = tgp.predict(model, Xt)
+    tgp.predict(model, Xt[:4], method="kl")
+    gmm.pairwise(_mixtures(), method="var")
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+    client = Client(cluster)
+    yield model, Xt, ref, client
+    client.close()
+    cluster.close()
+
+
+def test_numpy_and_dask_arrays_equal_in_process(setup):
+    model, Xt, ref, client = setup
+    got = fdask.predict(model, Xt, client=client, block_size=64)
+    for name in ("y", "log_certainty", "objective", "n_eval", "converged"):
+        np.testing.assert_allclose(getattr(got, name), getattr(ref, name), rtol=1e-12, atol=0)
+    got2 = fdask.predict(model, da.from_array(Xt, chunks=(70, 1)), client=client, method="kl")
+    np.testing.assert_allclose(got2.y, tgp.predict(model, Xt, method="kl").y, rtol=1e-12, atol=0)
+
+
+def test_local_model_and_gmm_pairwise(setup):
+    model, Xt, _, client = setup
+    local = tgp.fit_local(model.X, model.Y, PARAMS, n_neighbors=40)
+    np.testing.assert_allclose(fdask.predict(local, Xt[:50], client=client).y, tgp.predict(local, Xt[:50]).y,
+                               rtol=1e-12, atol=0)
+    mixtures = _mixtures()
+    np.testing.assert_allclose(fdask.gmm_pairwise(mixtures, method="var", client=client, block_rows=5),
+                               gmm.pairwise(mixtures, method="var"), rtol=1e-12, atol=0)
+
+
+def test_a_killed_worker_loses_no_rows(setup):
+    model, Xt, ref, client = setup
+    pids = list(client.run(os.getpid).values())
+    killed = []
+
+    def kill_one(done, total):
+        if not killed and done < total:
+            os.kill(pids[0], signal.SIGKILL)
+            killed.append(pids[0])
+
+    got = fdask.predict(model, Xt, client=client, block_size=10, progress=kill_one)
+    assert killed
+    np.testing.assert_allclose(got.y, ref.y, rtol=1e-12, atol=0)
+    assert got.y.shape == ref.y.shape
+
+
+def test_dask_rejects_bad_input(setup):
+    model, Xt, _, client = setup
+    with pytest.raises(TypeError, match="TGPModel"):
+        fdask.predict("model", Xt, client=client)
+    with pytest.raises(ValueError, match="columns"):
+        fdask.predict(model, np.zeros((4, 5)), client=client)
+    with pytest.raises(TypeError, match="client"):
+        fdask.predict(model, Xt, client="tcp://nowhere")
+    with pytest.raises(ValueError, match="block_size"):
+        fdask.predict(model, Xt, client=client, block_size=0)
