@@ -9,7 +9,6 @@ Data: ``datasets.random_structured`` (dx = 5, dy = 4), SMTGP.  Times exclude JIT
 from __future__ import annotations
 
 import argparse
-import resource
 import time
 
 import numpy as np
@@ -67,8 +66,7 @@ def memory(n_train, n_test, batch_size, max_iter):
     stored = 8 * n_train**2 * 4 / 2**20
     per_batch = 8 * (8 * batch_size * n_train) / 2**20
     print(f"N = {n_train}, {n_test} test points, batch_size {batch_size}, KLTGP, max_iter {max_iter}: {dt:.0f} s, "
-          f"mean evaluations {p.n_eval.mean():.1f}; ru_maxrss of the whole process (fit included) "
-          f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+          f"mean evaluations {p.n_eval.mean():.1f}")
     print(f"RSS before predict {rss0:.0f} MiB (model: 4 N×N arrays = {stored:.0f} MiB, test inputs "
           f"{Xt.nbytes / 2**20:.0f} MiB); peak during predict {peak:.0f} MiB = +{peak - rss0:.0f} MiB; formula "
           f"8 × batch_size × N doubles = {per_batch:.0f} MiB per batch + outputs {8 * n_test * 9 / 2**20:.0f} MiB")
