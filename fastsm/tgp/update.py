@@ -90,7 +90,7 @@ def _noise(lam: float, w: np.ndarray | None, m: int) -> np.ndarray:
     return np.full(m, lam) if w is None else lam / w
 
 
-def _parts(model: TGPModel, X: np.ndarray, Y: np.ndarray, w, inverses: dict, C) -> dict:
+def _parts(X: np.ndarray, Y: np.ndarray, w, inverses: dict, C) -> dict:
     spread = float(np.sqrt(np.sum(np.var(Y, axis=0))))
     return {**inverses, "C": C, "y_spread": spread if spread > 0.0 else 1.0, "ridge_coef": ridge(X, Y, w)}
 
@@ -168,7 +168,7 @@ def partial_fit(model: TGPModel, X_new, Y_new, *, sample_weight=None, threads: i
     inverses = {"Kx_inv": Kx_inv, "Ky_inv": Ky_inv, "Kxy_inv": Kxy_inv,
                 "logdet_x": ld_x, "logdet_y": ld_y, "logdet_xy": ld_xy}
     # every array here is new and held by nobody else: frozen, not copied
-    return TGPModel._from_parts(X, Y, p, model.methods, _parts(model, X, Y, w, inverses, C), w, copy=False)
+    return TGPModel._from_parts(X, Y, p, model.methods, _parts(X, Y, w, inverses, C), w, copy=False)
 
 
 def _border_C(C, B, ky, kx, kappa_x, U, S_inv):
@@ -263,14 +263,12 @@ def remove(model: TGPModel, indices, *, threads: int | None = None) -> TGPModel:
         if model.C is not None:
             B, Cm = model.Ky_inv, model.C
             c, _ = _spd_factor(B[np.ix_(R, R)], "the removed block of K_Y^-1 is not positive definite; refit instead")
-            BR, CR = B[:, R], Cm[:, R]
-            G = CR @ cho_solve(c, BR.T, check_finite=False)
-            Z = cho_solve(c, BR.T, check_finite=False)
-            full = Cm - G - G.T + Z.T @ Cm[np.ix_(R, R)] @ Z
-            C = _sym(full[np.ix_(keep, keep)])
+            Z = cho_solve(c, B[np.ix_(R, keep)], check_finite=False)  # B_RR^-1 B_Rk
+            G = Cm[np.ix_(keep, R)] @ Z
+            C = _sym(Cm[np.ix_(keep, keep)] - G - G.T + Z.T @ Cm[np.ix_(R, R)] @ Z)
     X, Y = model.X[keep], model.Y[keep]
     w = None if model.sample_weight is None else model.sample_weight[keep]
     inverses = {"Kx_inv": Kx_inv, "Ky_inv": Ky_inv, "Kxy_inv": Kxy_inv,
                 "logdet_x": ld_x, "logdet_y": ld_y, "logdet_xy": ld_xy}
-    return TGPModel._from_parts(X, Y, model.params, model.methods, _parts(model, X, Y, w, inverses, C), w,
+    return TGPModel._from_parts(X, Y, model.params, model.methods, _parts(X, Y, w, inverses, C), w,
                                 copy=False)
