@@ -27,6 +27,13 @@ DEFAULT_MAX_ITER: int = 50
 #: Default step tolerance, relative to the output spread.
 DEFAULT_TOL: float = 1e-8
 
+#: Default objective tolerance: a full step that lowers the objective by at
+#: most ``DEFAULT_FTOL * |f|`` ends the point's optimisation (its rounding floor).
+DEFAULT_FTOL: float = 1e-12
+
+#: Test points in flight at once in the batched optimiser (rows per evaluation round).
+DEFAULT_WINDOW: int = 512
+
 #: Default trust radius (largest step) in units of the output spread.
 DEFAULT_TRUST_RADIUS: float = 0.25
 

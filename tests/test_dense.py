@@ -106,7 +106,7 @@ def test_quadratic_and_cubic_forms_share_the_argmin():
     Xtr, Xte, Ytr, Yte, p = problem(3, n_train=40, n_test=5, lam=1e-2, alpha=0.6, beta=1.5)
     m = tgp.fit(Xtr, Ytr, p)
     Y0 = tgp.predict(m, Xte, method="kl").y
-    kw = dict(init=Y0, max_iter=300, tol=1e-12)
+    kw = dict(init=Y0, max_iter=300, tol=1e-12, ftol=0.0)
     q = tgp.predict(m, Xte, method="sm", **kw)
     c = tgp.predict(m, Xte, method="sm_cubic", **kw)
     np.testing.assert_allclose(q.y, c.y, atol=1e-6)

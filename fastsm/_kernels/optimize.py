@@ -41,10 +41,28 @@ def _compact(mask):
     return out
 
 
+#: Point states of :func:`minimize_batch`.
+_WAITING, _START, _SEARCH, _DONE = 0, 1, 2, 3
+
+
 @kernel()
 def minimize_batch(method, Y0, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F, eta_x, xwx,
-                   logdet_y, logdet_x, max_iter, xtol, max_step, use_bfgs, stop, cubic, held):
+                   logdet_y, logdet_x, max_iter, xtol, ftol, max_step, use_bfgs, window, stop, cubic, held):
     """Minimise the TGP objective of every point, starting from ``Y0``.
+
+    Continuous batching: at most ``window`` points are in flight; every
+    round evaluates, in one :func:`evaluate_rows` call, the pending trial of
+    each of them — a first evaluation, the full step of a new iteration or a
+    backtracking trial alike — and a point that finishes hands its row to
+    the next waiting point.  Rounds therefore stay ``window`` rows wide until
+    the waiting points run out.  Each point's path depends only on its own
+    evaluations, so the result does not depend on ``window`` or the order
+    of points.
+
+    A point has converged when an accepted full step (no backtracking) moved
+    every coordinate by at most ``xtol[p]`` or lowered the objective by at
+    most ``ftol * |f|`` — the relative rounding floor of the objective,
+    below which further steps only chase noise — or its gradient is zero.
 
     ``stop`` is a one-element int64 array polled before every evaluation
     round: a non-zero value (set by another thread, e.g. on Ctrl-C) ends the
@@ -54,154 +72,177 @@ def minimize_batch(method, Y0, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F
     leave-one-out model's output spread is its own).  A point whose step or
     objective becomes non-finite stops unconverged.
 
-    Returns ``(Y, f, n_iter, n_eval, converged, floor_hits)``.
+    Returns ``(Y, f, n_iter, n_eval, converged, floor_hits, eta_y, eta_xy)``,
+    the last two from the evaluation at the returned point (the certainty's
+    ingredients for SMTGP).
     """
     B, d = Y0.shape
     n = Z.shape[0]
     Y = Y0.copy()
-    f = np.empty(B)
-    G = np.empty((B, d))
+    f = np.full(B, np.nan)
+    G = np.zeros((B, d))
     H = np.zeros((B, d, d))
     HY = np.empty((B, d))
     h_scaled = np.zeros(B, dtype=np.bool_)
-    P = np.empty((B, d))
+    P = np.zeros((B, d))
     t = np.ones(B)
     slope = np.zeros(B)
     gd_len = np.zeros(B)
     n_iter = np.zeros(B, dtype=np.int64)
-    n_eval = np.ones(B, dtype=np.int64)
+    n_eval = np.zeros(B, dtype=np.int64)
+    n_ls = np.zeros(B, dtype=np.int64)
     hits = np.zeros(B, dtype=np.int64)
     converged = np.zeros(B, dtype=np.bool_)
     active = np.ones(B, dtype=np.bool_)
+    state = np.zeros(B, dtype=np.int64)
+    trial = Y0.copy()
+    ey_acc = np.full(B, np.nan)
+    exy_acc = np.full(B, np.nan)
 
-    work = workspace(B, n)
-    Yt = np.empty((B, d))
-    ft = np.empty(B)
-    Gt = np.empty((B, d))
-    ey = np.empty(B)
-    exy = np.empty(B)
-    ht = np.zeros(B, dtype=np.int64)
-
-    idx = np.arange(B)
-    evaluate_rows(method, idx, Y, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F, eta_x, xwx,
-                  logdet_y, logdet_x, work, f, G, ey, exy, ht, cubic, held)
-    for p in range(B):
-        hits[p] += ht[p]
-        gmax = 0.0
-        for c in range(d):
-            gmax = max(gmax, abs(G[p, c]))
-        if not np.isfinite(f[p]) or not np.isfinite(gmax):
-            active[p] = False
-        elif gmax == 0.0:
-            active[p] = False
-            converged[p] = True
-
-    for _ in range(max_iter):
-        if stop[0] != 0:
+    w = max(1, min(window, B))
+    work = workspace(w, n)
+    slot = np.full(w, -1, dtype=np.int64)
+    rows = np.empty(w, dtype=np.int64)
+    row_slot = np.empty(w, dtype=np.int64)
+    Yt = np.empty((w, d))
+    ft = np.empty(w)
+    Gt = np.empty((w, d))
+    ey = np.empty(w)
+    exy = np.empty(w)
+    ht = np.zeros(w, dtype=np.int64)
+    next_point = 0
+    while stop[0] == 0:
+        nr = 0
+        for s in range(w):
+            if slot[s] < 0 and next_point < B:
+                slot[s] = next_point
+                state[next_point] = _START
+                next_point += 1
+            if slot[s] >= 0:
+                p = slot[s]
+                rows[nr] = p
+                row_slot[nr] = s
+                for c in range(d):
+                    Yt[nr, c] = trial[p, c]
+                nr += 1
+        if nr == 0:
             break
-        act = _compact(active)
-        na = act.shape[0]
-        if na == 0:
-            break
-        # search directions
-        for r in range(na):
-            p = act[r]
-            gn = 0.0
-            for c in range(d):
-                gn += G[p, c] * G[p, c]
-            gn = np.sqrt(gn)
-            if use_bfgs and h_scaled[p]:
+        evaluate_rows(method, rows[:nr], Yt[:nr], Z, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F,
+                      eta_x, xwx, logdet_y, logdet_x, work, ft[:nr], Gt[:nr], ey[:nr], exy[:nr], ht[:nr],
+                      cubic, held)
+        for r in range(nr):
+            p = rows[r]
+            n_eval[p] += 1
+            hits[p] += ht[r]
+            if state[p] == _START:
+                f[p] = ft[r]
+                gmax = 0.0
                 for c in range(d):
-                    s = 0.0
-                    for e in range(d):
-                        s += H[p, c, e] * G[p, e]
-                    P[p, c] = -s
-                sl = 0.0
-                for c in range(d):
-                    sl += P[p, c] * G[p, c]
-                if not sl < 0.0:  # lost descent: restart from steepest descent
-                    h_scaled[p] = False
-            if not (use_bfgs and h_scaled[p]):
-                if use_bfgs or gd_len[p] == 0.0:
-                    scale = max_step[p] / gn
-                else:
-                    scale = gd_len[p] / gn
-                for c in range(d):
-                    P[p, c] = -scale * G[p, c]
-            pn = 0.0
-            sl = 0.0
-            for c in range(d):
-                pn += P[p, c] * P[p, c]
-                sl += P[p, c] * G[p, c]
-            pn = np.sqrt(pn)
-            if not (np.isfinite(pn) and np.isfinite(sl)):
-                active[p] = False  # overflowing direction: stop, unconverged
-                continue
-            if pn > max_step[p]:
-                for c in range(d):
-                    P[p, c] *= max_step[p] / pn
-                sl *= max_step[p] / pn
-            slope[p] = sl
-            t[p] = 1.0
-
-        searching = np.zeros(B, dtype=np.bool_)
-        for r in range(na):
-            searching[act[r]] = active[act[r]]
-        for _ls in range(MAX_LINESEARCH):
-            if stop[0] != 0:
-                break
-            ls = _compact(searching)
-            nl = ls.shape[0]
-            if nl == 0:
-                break
-            for r in range(nl):
-                p = ls[r]
-                for c in range(d):
-                    Yt[r, c] = Y[p, c] + t[p] * P[p, c]
-            evaluate_rows(method, ls, Yt[:nl], Z, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F,
-                          eta_x, xwx, logdet_y, logdet_x, work, ft[:nl], Gt[:nl], ey[:nl], exy[:nl], ht[:nl],
-                          cubic, held)
-            for r in range(nl):
-                p = ls[r]
-                n_eval[p] += 1
-                hits[p] += ht[r]
+                    G[p, c] = Gt[r, c]
+                    gmax = max(gmax, abs(Gt[r, c]))
+                ey_acc[p] = ey[r]
+                exy_acc[p] = exy[r]
+                if not np.isfinite(f[p]) or not np.isfinite(gmax):
+                    active[p] = False
+                elif gmax == 0.0:
+                    active[p] = False
+                    converged[p] = True
+            else:
                 slope_t = 0.0
                 for c in range(d):
                     slope_t += Gt[r, c] * P[p, c]
                 if armijo_accept_min(f[p], ft[r], t[p], slope[p]) or approx_wolfe_accept_min(
                         f[p], ft[r], slope[p], slope_t):
-                    searching[p] = False
                     _accept(p, r, Y, f, G, H, HY, h_scaled, t, Yt, ft, Gt, gd_len, n_iter, converged,
-                            active, xtol, use_bfgs)
+                            active, xtol, ftol, use_bfgs)
+                    ey_acc[p] = ey[r]
+                    exy_acc[p] = exy[r]
                 else:
+                    n_ls[p] += 1
                     step = 0.0
                     for c in range(d):
                         v = abs(t[p] * P[p, c])
                         if not v <= step:  # NaN propagates
                             step = v
-                    if not np.isfinite(step):
-                        searching[p] = False
+                    if not np.isfinite(step) or n_ls[p] >= MAX_LINESEARCH:
                         active[p] = False
                     elif step < 0.1 * xtol[p]:
                         # no decrease at a step below tolerance: stationary to
                         # precision unless the quasi-Newton direction was stale
-                        searching[p] = False
                         if use_bfgs and h_scaled[p]:
-                            h_scaled[p] = False
+                            h_scaled[p] = False  # steepest descent below
                         else:
                             active[p] = False
                             converged[p] = True
                     else:
                         t[p] = backtrack(f[p], ft[r], t[p], slope[p])
-        # points still searching after MAX_LINESEARCH trials stop unconverged
-        for p in range(B):
-            if searching[p]:
-                active[p] = False
-    return Y, f, n_iter, n_eval, converged, hits
+                        for c in range(d):
+                            trial[p, c] = Y[p, c] + t[p] * P[p, c]
+                        continue
+            # a new iteration (or the end) for every point not backtracking
+            if active[p] and n_iter[p] < max_iter and _direction(p, G, H, P, h_scaled, gd_len, max_step,
+                                                                 slope, use_bfgs):
+                t[p] = 1.0
+                n_ls[p] = 0
+                state[p] = _SEARCH
+                for c in range(d):
+                    trial[p, c] = Y[p, c] + P[p, c]
+            else:
+                if active[p] and n_iter[p] < max_iter:
+                    active[p] = False  # overflowing direction: unconverged
+                state[p] = _DONE
+                slot[row_slot[r]] = -1
+    for p in range(B):
+        if state[p] != _DONE:
+            active[p] = False
+    return Y, f, n_iter, n_eval, converged, hits, ey_acc, exy_acc
 
 
 @kernel()
-def _accept(p, r, Y, f, G, H, HY, h_scaled, t, Yt, ft, Gt, gd_len, n_iter, converged, active, xtol, use_bfgs):
+def _direction(p, G, H, P, h_scaled, gd_len, max_step, slope, use_bfgs):
+    """Search direction of point ``p`` capped at ``max_step[p]``; False if it overflows."""
+    d = G.shape[1]
+    gn = 0.0
+    for c in range(d):
+        gn += G[p, c] * G[p, c]
+    gn = np.sqrt(gn)
+    if use_bfgs and h_scaled[p]:
+        for c in range(d):
+            s = 0.0
+            for e in range(d):
+                s += H[p, c, e] * G[p, e]
+            P[p, c] = -s
+        sl = 0.0
+        for c in range(d):
+            sl += P[p, c] * G[p, c]
+        if not sl < 0.0:  # lost descent: restart from steepest descent
+            h_scaled[p] = False
+    if not (use_bfgs and h_scaled[p]):
+        if use_bfgs or gd_len[p] == 0.0:
+            scale = max_step[p] / gn
+        else:
+            scale = gd_len[p] / gn
+        for c in range(d):
+            P[p, c] = -scale * G[p, c]
+    pn = 0.0
+    sl = 0.0
+    for c in range(d):
+        pn += P[p, c] * P[p, c]
+        sl += P[p, c] * G[p, c]
+    pn = np.sqrt(pn)
+    if not (np.isfinite(pn) and np.isfinite(sl)):
+        return False
+    if pn > max_step[p]:
+        for c in range(d):
+            P[p, c] *= max_step[p] / pn
+        sl *= max_step[p] / pn
+    slope[p] = sl
+    return True
+
+
+@kernel()
+def _accept(p, r, Y, f, G, H, HY, h_scaled, t, Yt, ft, Gt, gd_len, n_iter, converged, active, xtol, ftol,
+            use_bfgs):
     d = Y.shape[1]
     step_inf = 0.0
     sy = 0.0
@@ -243,6 +284,7 @@ def _accept(p, r, Y, f, G, H, HY, h_scaled, t, Yt, ft, Gt, gd_len, n_iter, conve
     for c in range(d):
         Y[p, c] = Yt[r, c]
         G[p, c] = Gt[r, c]
+    decrease = f[p] - ft[r]
     f[p] = ft[r]
     n_iter[p] += 1
     gmax = 0.0
@@ -250,6 +292,6 @@ def _accept(p, r, Y, f, G, H, HY, h_scaled, t, Yt, ft, Gt, gd_len, n_iter, conve
         gmax = max(gmax, abs(G[p, c]))
     # a small step is evidence of convergence only if it was a full step; a
     # step shrunk by backtracking says nothing about the distance to the minimum
-    if (t[p] == 1.0 and step_inf <= xtol[p]) or gmax == 0.0:
+    if (t[p] == 1.0 and (step_inf <= xtol[p] or decrease <= ftol * abs(f[p]))) or gmax == 0.0:
         converged[p] = True
         active[p] = False

@@ -170,6 +170,7 @@ def predict(
     trust_radius: float = config.DEFAULT_TRUST_RADIUS,
     batch_size: int = config.DEFAULT_BATCH_SIZE,
     progress=False,
+    ftol: float = config.DEFAULT_FTOL,
 ) -> Prediction:
     """Predict outputs by minimising a TGP objective for every test input.
 
@@ -191,9 +192,14 @@ def predict(
         ``"kl"`` (the KLTGP prediction, [SM] §5.2) for SM.
     max_iter : int
         Maximum optimiser iterations per point (default 50, as [SM] §5.2).
-    tol : float
-        A point has converged when its last full step is at most
-        ``tol * model.y_spread`` in every coordinate.
+    tol, ftol : float
+        A point has converged when its last full step (one the line search
+        did not shorten) moved every coordinate by at most
+        ``tol * model.y_spread``, or lowered the objective by at most
+        ``ftol * |f|``.  The default ``ftol = 1e-12`` sits at the objective's
+        rounding floor: below it the objective cannot tell points apart, and
+        further steps only chase rounding noise (docs/performance.md has the
+        evaluation counts).  ``ftol = 0`` leaves the step test alone.
     threads : int, optional
         Numba threads for this call (BLAS runs single-threaded inside them).
         Results are bitwise the same for every thread count.
@@ -228,22 +234,25 @@ def predict(
     if isinstance(model, LocalTGPModel):
         max_iter, tol, trust_radius, batch_size = _check_options(method, optimizer, max_iter, tol, trust_radius,
                                                                  batch_size)
+        ftol = check_scalar("ftol", ftol, low=0.0)
         return predict_local(model, X, method=method, init=init, max_iter=max_iter, tol=tol, threads=threads,
                              optimizer=optimizer, trust_radius=trust_radius, batch_size=batch_size,
-                             progress=progress)
+                             progress=progress, ftol=ftol)
     model = _check_model(model)
     X = _check_inputs(model, X)
     max_iter, tol, trust_radius, batch_size = _check_options(method, optimizer, max_iter, tol, trust_radius,
                                                              batch_size)
+    ftol = check_scalar("ftol", ftol, low=0.0)
     n, dy = X.shape[0], model.Y.shape[1]
     Y0 = start(init, method, (n, dy), "n test points × dy",
                linear=lambda: linear_start(X, model.ridge_coef),
                kl=lambda: predict(model, X, method="kl", init="linear", max_iter=max_iter, tol=tol, threads=threads,
-                                  optimizer=optimizer, trust_radius=trust_radius, batch_size=batch_size).y)
+                                  optimizer=optimizer, trust_radius=trust_radius, batch_size=batch_size,
+                                  ftol=ftol).y)
     spread = np.full(n, model.y_spread)
     with Progress(progress, n, "predict") as bar:
         res = _optimize(model, method, Y0, lambda s, e: _point_data(model, X[s:e], method), None, spread,
-                        max_iter=max_iter, tol=tol, trust_radius=trust_radius, optimizer=optimizer,
+                        max_iter=max_iter, tol=tol, ftol=ftol, trust_radius=trust_radius, optimizer=optimizer,
                         batch_size=batch_size, threads=threads, progress=bar)
     _warn_extrapolated(res.extrapolated, n)
     return res
@@ -299,7 +308,8 @@ def _warn_extrapolated(ex: np.ndarray, n: int) -> None:
 
 def _optimize(model: TGPModel, method: str, Y0: np.ndarray, point_data, held, spread: np.ndarray, *,
               max_iter: int, tol: float, trust_radius: float, optimizer: str, batch_size: int,
-              threads: int | None, progress: Progress | None = None) -> Prediction:
+              threads: int | None, progress: Progress | None = None,
+              ftol: float = config.DEFAULT_FTOL) -> Prediction:
     """The batched minimisation shared by :func:`predict` and the leave-one-out predictions.
 
     ``point_data(s, e)`` returns ``F, eta_x, xwx, W, extrapolated`` of points
@@ -328,15 +338,18 @@ def _optimize(model: TGPModel, method: str, Y0: np.ndarray, point_data, held, sp
                 return
             F, eta_x, xwx, W, ex = point_data(s, e)
             hb = None if held is None else held[s:e]
-            Yb, fb, itb, evb, cvb, hits = minimize_batch(
+            Yb, fb, itb, evb, cvb, hits, ey, exy = minimize_batch(
                 code, Y0[s:e], model.Y, p.gamma_y, 1.0 + p.lambda_y, 1.0 + p.lambda_x, p.alpha, beta,
                 floor, M1, M2, F, eta_x, xwx, model.logdet_y, model.logdet_x,
-                max_iter, xtol[s:e], max_step[s:e], optimizer == "bfgs", run.stop,
+                max_iter, xtol[s:e], ftol, max_step[s:e], optimizer == "bfgs", config.DEFAULT_WINDOW, run.stop,
                 model.Kx_inv if method == "sm_cubic" else None, hb,
             )
             out["y"][s:e], out["f"][s:e], out["it"][s:e], out["ev"][s:e] = Yb, fb, itb, evb
             out["cv"][s:e], out["h"][s:e], out["ex"][s:e] = cvb & ~ex, hits, ex
-            out["lc"][s:e] = _log_certainty(model, Yb, eta_x, xwx, W, held=hb)
+            if method == "sm":  # the last accepted evaluation already holds eta_y and eta_xy
+                out["lc"][s:e] = _certainty_from(p.alpha, eta_x, ey, exy)
+            else:
+                out["lc"][s:e] = _log_certainty(model, Yb, eta_x, xwx, W, held=hb)
             if progress is not None:
                 progress.step(e - s)
 
@@ -445,5 +458,8 @@ def _log_certainty(model: TGPModel, Yb: np.ndarray, eta_x, xwx, W, *, held=None)
     m = Yb.shape[0]
     eta_y, eta_xy = evaluate(model, "sm", W, eta_x, xwx, Yb, model.Ky_inv, model.Kxy_inv, np.empty(m),
                              np.empty(Yb.shape), beta=1.0, held=held)
-    a = model.params.alpha
+    return _certainty_from(model.params.alpha, eta_x, eta_y, eta_xy)
+
+
+def _certainty_from(a: float, eta_x, eta_y, eta_xy) -> np.ndarray:
     return (1.0 - a) * np.log(eta_x) + a * np.log(eta_y) - np.log(eta_xy)

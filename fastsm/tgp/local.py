@@ -32,6 +32,7 @@ import numpy as np
 from scipy.cluster.vq import kmeans2
 from scipy.spatial import cKDTree
 
+from fastsm import config
 from fastsm._progress import Progress
 from fastsm._threads import resolve_threads
 from fastsm._validation import as_2d, check_choice, check_int
@@ -155,7 +156,8 @@ def neighbour_groups(model: LocalTGPModel, X: np.ndarray, seed: int = 0) -> list
 
 
 def predict_local(model: LocalTGPModel, X, *, method: str, init, max_iter: int, tol: float, threads: int | None,
-                  optimizer: str, trust_radius: float, batch_size: int, progress=False) -> Prediction:
+                  optimizer: str, trust_radius: float, batch_size: int, progress=False,
+                  ftol: float = config.DEFAULT_FTOL) -> Prediction:
     """:func:`fastsm.tgp.predict` for a :class:`LocalTGPModel` (validated options)."""
     from fastsm.tgp.api import _check_inputs, predict
 
@@ -184,7 +186,8 @@ def predict_local(model: LocalTGPModel, X, *, method: str, init, max_iter: int, 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             p = predict(sub, X[rows], method=method, init=init if Y0 is None else Y0[rows], max_iter=max_iter,
-                        tol=tol, threads=1, optimizer=optimizer, trust_radius=trust_radius, batch_size=batch_size)
+                        tol=tol, threads=1, optimizer=optimizer, trust_radius=trust_radius, batch_size=batch_size,
+                        ftol=ftol)
         out["y"][rows], out["lc"][rows], out["it"][rows], out["ev"][rows] = p.y, p.log_certainty, p.n_iter, p.n_eval
         out["cv"][rows], out["f"][rows], out["obj"][rows] = p.converged, p.criterion, p.objective
         out["h"][rows], out["ex"][rows] = p.n_eta_floor, p.extrapolated

@@ -26,7 +26,7 @@ import numpy as np
 from fastsm import config
 from fastsm._kernels.rank_one import schur_rows
 from fastsm._kernels.rbf import rbf_cross
-from fastsm._validation import check_choice
+from fastsm._validation import check_choice, check_scalar
 from fastsm.tgp.api import _check_model, _check_options, _floor, _optimize, _times, _warn_extrapolated, start
 from fastsm.tgp.model import Prediction, TGPModel
 
@@ -117,6 +117,7 @@ def loo_predict(
     optimizer: Literal["bfgs", "gd"] = "bfgs",
     trust_radius: float = config.DEFAULT_TRUST_RADIUS,
     batch_size: int = config.DEFAULT_BATCH_SIZE,
+    ftol: float = config.DEFAULT_FTOL,
 ) -> Prediction:
     """Exact leave-one-out prediction of every training point, without refitting.
 
@@ -138,7 +139,7 @@ def loo_predict(
         Start per training point; ``None``: ``"linear"`` (each left-out
         set's ridge) for KL/IKL, ``"kl"`` (the leave-one-out KLTGP
         prediction) for SM.
-    max_iter, tol, threads, optimizer, trust_radius, batch_size
+    max_iter, tol, threads, optimizer, trust_radius, batch_size, ftol
         As in :func:`~fastsm.tgp.predict`.
 
     Returns
@@ -160,16 +161,18 @@ def loo_predict(
     check_choice("method", method, ("sm", "kl", "ikl"))
     max_iter, tol, trust_radius, batch_size = _check_options(method, optimizer, max_iter, tol, trust_radius,
                                                              batch_size)
+    ftol = check_scalar("ftol", ftol, low=0.0)
     if method == "ikl" and model.C is None:
         raise ValueError("this model was fitted without 'ikl' in methods; refit with methods including 'ikl'")
     n, dy = model.n_train, model.Y.shape[1]
     spread = loo_spread(model.Y)
     Y0 = start(init, method, (n, dy), "one start per training point", linear=lambda: loo_ridge(model),
                kl=lambda: loo_predict(model, method="kl", init="linear", max_iter=max_iter, tol=tol, threads=threads,
-                                      optimizer=optimizer, trust_radius=trust_radius, batch_size=batch_size).y)
+                                      optimizer=optimizer, trust_radius=trust_radius, batch_size=batch_size,
+                                      ftol=ftol).y)
     held = np.arange(n, dtype=np.int64)
     res = _optimize(model, method, Y0, lambda s, e: _loo_point_data(model, held[s:e], method), held, spread,
-                    max_iter=max_iter, tol=tol, trust_radius=trust_radius, optimizer=optimizer,
+                    max_iter=max_iter, tol=tol, ftol=ftol, trust_radius=trust_radius, optimizer=optimizer,
                     batch_size=batch_size, threads=threads)
     _warn_extrapolated(res.extrapolated, n)
     return res
