@@ -122,6 +122,144 @@ LEGEND = """\
   it f/r     mean optimiser iterations, fastsm / reference"""
 
 
+def _sm_criterion(model, k_x_fixed, y):
+    """SMTGP criterion ``-s / (2(1-a))`` and its gradient at ``y``, plain NumPy (one point)."""
+    p = model.params
+    a = p.alpha
+    w_x, eta_x, xwx = k_x_fixed
+    diff = y[None, :] - model.Y
+    k = np.exp(-p.gamma_y * np.einsum("ij,ij->i", diff, diff))
+    P1 = model.Ky_inv @ k
+    P2 = model.Kxy_inv @ k
+    kyy, kxx = 1.0 + p.lambda_y, 1.0 + p.lambda_x
+    eta_y = kyy - k @ P1
+    kw = k @ w_x
+    eta_xy = (1 - a) * kxx + a * kyy - ((1 - a) ** 2 * xwx + 2 * a * (1 - a) * kw + a * a * (k @ P2))
+    s = a * np.log(eta_y) - np.log(eta_xy)
+    coef = -1.0 / (2.0 * (1.0 - a))
+    # ds/dk = -2a P1 / eta_y + (2a(1-a) w_x + 2a^2 P2) / eta_xy;  dk/dy = -2 gamma (y - z_i) k_i
+    dsdk = -2.0 * a * P1 / eta_y + (2.0 * a * (1.0 - a) * w_x + 2.0 * a * a * P2) / eta_xy
+    grad = coef * (-2.0 * p.gamma_y) * ((dsdk * k) @ diff)
+    return coef * s, grad
+
+
+def per_point_baseline(model, X, Y0, gtol: float = 1e-5, max_iter: int = 2000):
+    """SMTGP prediction the way a user writes it: NumPy objective + ``scipy.optimize.minimize`` (BFGS) per point.
+
+    Returns ``(Y, f, n_eval, seconds)``; the x-only data (``w_x``, ``eta_x``)
+    is computed per point too, as such a loop would.
+    """
+    from scipy.optimize import minimize
+
+    p = model.params
+    t0 = time.perf_counter()
+    n, dy = Y0.shape
+    Y, f, nev = np.empty((n, dy)), np.empty(n), np.empty(n, dtype=np.int64)
+    for i in range(n):
+        dx = X[i][None, :] - model.X
+        kx = np.exp(-p.gamma_x * np.einsum("ij,ij->i", dx, dx))
+        u = model.Kx_inv @ kx
+        w_x = model.Kxy_inv @ kx
+        fixed = (w_x, 1.0 + p.lambda_x - kx @ u, kx @ w_x)
+        r = minimize(lambda y, fixed=fixed: _sm_criterion(model, fixed, y), Y0[i], jac=True, method="BFGS",
+                     options={"gtol": gtol, "maxiter": max_iter})
+        Y[i], f[i], nev[i] = r.x, r.fun, r.nfev
+    return Y, f, nev, time.perf_counter() - t0
+
+
+def _baseline_chunk(model, X, Y0, gtol):
+    with threadpool_limits(1, user_api="blas"):
+        return per_point_baseline(model, X, Y0, gtol)
+
+
+def joblib_baseline(model, X, Y0, n_jobs: int, gtol: float = 1e-5):
+    """:func:`per_point_baseline` over ``n_jobs`` worker processes (joblib, one BLAS thread each)."""
+    from joblib import Parallel, delayed
+
+    chunks = np.array_split(np.arange(len(X)), n_jobs)
+    t0 = time.perf_counter()
+    parts = Parallel(n_jobs=n_jobs)(delayed(_baseline_chunk)(model, X[c], Y0[c], gtol) for c in chunks)
+    seconds = time.perf_counter() - t0
+    return (np.concatenate([q[0] for q in parts]), np.concatenate([q[1] for q in parts]),
+            np.concatenate([q[2] for q in parts]), seconds)
+
+
+def whole_prediction(n: int, b: int, threads: int | None = None, repeat: int = 3, **predict_kwargs):
+    """Time whole SMTGP predictions of ``b`` points (``N = n``, dy = 16) from their KLTGP start.
+
+    Returns ``(seconds, Prediction, model, X, Y0)``; best of ``repeat``, JIT excluded.
+    """
+    model, X, _ = make_problem(n, n_test=b)
+    Y0 = tgp.predict(model, X, method="kl", threads=threads).y
+    kw = dict(method="sm", init=Y0, threads=threads, **predict_kwargs)
+    tgp.predict(model, X[:4], **{**kw, "init": Y0[:4]})
+    best, pred = np.inf, None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        pred = tgp.predict(model, X, **kw)
+        best = min(best, time.perf_counter() - t0)
+    return best, pred, model, X, Y0
+
+
+WHOLE_LEGEND = """  N, B       training points, test points predicted in one call (SMTGP, dy = 16, from the KLTGP start)
+  s/pred     wall time of the whole prediction (best of repeats; start and JIT not timed)
+  ev/pt      objective evaluations per point (first evaluation + line-search trials)
+  GFLOP/s    4 N^2 flops x evaluations / s/pred  (the two products of every evaluation)
+  DGEMM      same-run DGEMM rate of (B x N)(N x N), best of NumPy's threaded BLAS and fixed row blocks
+  ratio      GFLOP/s / DGEMM"""
+
+
+def whole_table(sizes=(1000, 2000, 4000), batches=(200, 1000), threads: int | None = None, repeat: int = 3,
+                out=print) -> list[dict]:
+    """Print (and return) the whole-prediction roofline table."""
+    threads = resolve_threads(threads)
+    out(f"threads={threads}; whole SMTGP predictions")
+    out(WHOLE_LEGEND)
+    out(f"{'N':>5} {'B':>5} {'s/pred':>8} {'ms/pt':>7} {'ev/pt':>6} {'GFLOP/s':>8} {'DGEMM':>7} {'ratio':>6}")
+    rows = []
+    for n in sizes:
+        for b in batches:
+            b = n if b == "N" else int(b)
+            t, pred, *_ = whole_prediction(n, b, threads, repeat)
+            gf = 4.0 * n * n * pred.n_eval.sum() / t / 1e9
+            dg = dgemm_gflops(n, b, threads)
+            rows.append({"n": n, "b": b, "seconds": t, "evals": float(pred.n_eval.mean()), "gflops": gf,
+                         "dgemm": dg})
+            out(f"{n:5d} {b:5d} {t:8.3f} {t / b * 1e3:7.3f} {pred.n_eval.mean():6.1f} {gf:8.1f} {dg:7.1f} "
+                f"{gf / dg:6.1%}")
+    return rows
+
+
+def equal_quality(n: int = 1000, b: int = 200, threads: int | None = None, rel: float = 1e-8, out=print) -> dict:
+    """fastsm vs the per-point NumPy + SciPy BFGS baseline (serial and joblib) at equal quality.
+
+    Quality: the share of points whose SMTGP criterion is within ``rel |f*|``
+    of ``f*``, the lower of both codes' tight runs (fastsm ``tol = 1e-13,
+    ftol = 0``; SciPy ``gtol = 1e-9``).  Both run until they stop by their
+    own rule (fastsm's defaults with ``max_iter = 500``; SciPy ``gtol = 1e-5``).
+    """
+    threads = resolve_threads(threads)
+    t_fast, pred, model, X, Y0 = whole_prediction(n, b, threads, 3, max_iter=500)
+    tight = tgp.predict(model, X, method="sm", init=Y0, threads=threads, max_iter=2000, tol=1e-13, ftol=0.0)
+    Ys, fs, evs, t_serial = per_point_baseline(model, X, Y0)
+    _, f_tight_s, _, _ = per_point_baseline(model, X, Y0, gtol=1e-9)
+    _, fj, _, t_joblib = joblib_baseline(model, X, Y0, threads)
+    _, fj, _, t_joblib2 = joblib_baseline(model, X, Y0, threads)  # second run: workers warm
+    f_star = np.minimum(tight.criterion, f_tight_s)
+    good = lambda f: float(np.mean(f <= f_star + rel * np.abs(f_star)))  # noqa: E731
+    res = {"n": n, "b": b, "threads": threads, "fastsm_s": t_fast, "fastsm_ok": good(pred.criterion),
+           "fastsm_evals": float(pred.n_eval.mean()), "scipy_s": t_serial, "scipy_ok": good(fs),
+           "scipy_evals": float(evs.mean()), "joblib_s": min(t_joblib, t_joblib2), "joblib_ok": good(fj)}
+    out(f"N = {n}, B = {b}, threads = {threads}; share of points within {rel:g}·|f*| of f* (f*: tight runs of both)")
+    out(f"  fastsm.tgp.predict (defaults, max_iter 500) {t_fast:8.3f} s  {res['fastsm_ok']:6.1%}  "
+        f"{res['fastsm_evals']:5.1f} evaluations/pt")
+    out(f"  NumPy + scipy BFGS per point (gtol 1e-5)   {t_serial:8.3f} s  {res['scipy_ok']:6.1%}  "
+        f"{res['scipy_evals']:5.1f} evaluations/pt   fastsm {t_serial / t_fast:5.1f}x faster")
+    out(f"  the same over {threads} joblib processes       {res['joblib_s']:8.3f} s  {res['joblib_ok']:6.1%}  "
+        f"                        fastsm {res['joblib_s'] / t_fast:5.1f}x faster")
+    return res
+
+
 def main(sizes=(250, 1000), threads: int | None = None, n_ref: int = 16) -> int:
     """Print the table of acceptance point 6 for the given training-set sizes."""
     threads = resolve_threads(threads)
