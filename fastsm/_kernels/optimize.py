@@ -218,7 +218,10 @@ def _direction(p, G, H, P, h_scaled, gd_len, max_step, slope, use_bfgs):
         if not sl < 0.0:  # lost descent: restart from steepest descent
             h_scaled[p] = False
     if not (use_bfgs and h_scaled[p]):
-        if use_bfgs or gd_len[p] == 0.0:
+        # steepest descent: as long as the last accepted step (twice that after a
+        # full step), the trust radius at first; BFGS falls back here while its
+        # curvature pairs are skipped (non-convex region) or after a reset
+        if gd_len[p] == 0.0:
             scale = max_step[p] / gn
         else:
             scale = gd_len[p] / gn
@@ -279,8 +282,7 @@ def _accept(p, r, Y, f, G, H, HY, h_scaled, t, Yt, ft, Gt, gd_len, n_iter, conve
             for e in range(d):
                 s_e = Yt[r, e] - Y[p, e]
                 H[p, c, e] += -rho * (s_c * hy[e] + hy[c] * s_e) + coef * s_c * s_e
-    if not use_bfgs:
-        gd_len[p] = np.sqrt(ss) * (2.0 if t[p] == 1.0 else 1.0)
+    gd_len[p] = np.sqrt(ss) * (2.0 if t[p] == 1.0 else 1.0)
     for c in range(d):
         Y[p, c] = Yt[r, c]
         G[p, c] = Gt[r, c]
