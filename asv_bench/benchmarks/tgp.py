@@ -45,6 +45,41 @@ class Predict:
         tgp.predict(self.model, self.X, method="sm", init=self.Y0)
 
 
+class WholePrediction:
+    """Whole SMTGP predictions (every evaluation of the optimiser, not one batched call)."""
+
+    params = ([1000, 2000], [200, 1000])
+    param_names = ["N", "B"]
+    timeout = 600
+
+    def setup(self, n, b):
+        self.seconds, self.pred, self.model, self.X, self.Y0 = bench.whole_prediction(n, b, None, repeat=1)
+
+    def time_whole_prediction(self, n, b):
+        tgp.predict(self.model, self.X, method="sm", init=self.Y0)
+
+    def track_ms_per_point(self, n, b):
+        return self.seconds / b * 1e3
+
+    track_ms_per_point.unit = "ms"
+
+    def track_gflops(self, n, b):
+        t, pred, *_ = bench.whole_prediction(n, b, None, repeat=2)
+        return 4.0 * n * n * pred.n_eval.sum() / t / 1e9
+
+    track_gflops.unit = "GFLOP/s"
+
+    def track_fraction_of_dgemm(self, n, b):
+        return self.track_gflops(n, b) / bench.dgemm_gflops(n, b, None)
+
+    track_fraction_of_dgemm.unit = "ratio"
+
+    def track_evaluations_per_point(self, n, b):
+        return float(self.pred.n_eval.mean())
+
+    track_evaluations_per_point.unit = "evaluations"
+
+
 class Divergences:
     params = [200, 1000]
     param_names = ["d"]

@@ -205,7 +205,7 @@ def tile_layout(m):
 
 @kernel(parallel=True)
 def evaluate_rows(method, idx, Yt, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F, eta_x, xwx,
-                  logdet_y, logdet_x, work, value, grad, eta_y, eta_xy, hits, cubic, held):
+                  logdet_y, logdet_x, work, value, grad, eta_y, eta_xy, hits, cubic, held, nthreads):
     """Evaluate objective and gradient at ``Yt[r]`` for points ``idx[r]``.
 
     Row ``r`` of the outputs belongs to trial point ``Yt[r]`` of test point
@@ -214,14 +214,17 @@ def evaluate_rows(method, idx, Yt, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M
     ``work`` is a :func:`workspace` of at least ``len(idx)`` rows.
 
     Three parallel loops: kernel rows (one task per row); the products
-    ``K M1`` and ``K M2`` as a fixed grid of GEMM tiles — balanced even row
-    tiles of at most :data:`TILE_ROWS` times column panels of about
+    ``K M1`` and ``K M2`` as a grid of GEMM tiles — balanced even row tiles
+    of at most :data:`TILE_ROWS` rows, full width when there are at least
+    two tiles per thread, otherwise times column panels of about
     :data:`PANEL_COLS` (``M[:, c0:c1] = M[c0:c1].T`` by symmetry, so every
-    operand is contiguous) — so that even a call of a few rows keeps every
-    thread busy; then the O(N·dy) per-point work.  The grid depends on the
-    row count and ``N`` only, and an odd row count is padded with a copy of
-    its last row (OpenBLAS computes odd tails with another kernel), so a
-    row's result depends neither on the thread count nor on its neighbours.
+    operand is contiguous) so that even a call of a few rows keeps every
+    thread busy; then the O(N·dy) per-point work.  An odd row count is
+    padded with a copy of its last row (OpenBLAS computes odd tails with
+    another kernel): with OpenBLAS a row's product then does not depend on
+    the tile it sits in, its position there, or the panel split
+    (tests/test_hardening.py checks this BLAS), so results depend neither on
+    the thread count nor on the other rows of the call.
 
     ``cubic`` is ``None``, or ``K_X^-1`` for the O(N^3) reference form
     (``method == SM_CUBIC``).  Being ``None`` at compile time removes that
@@ -232,6 +235,9 @@ def evaluate_rows(method, idx, Yt, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M
     the training point left out of point ``idx[r]``'s model (``-1``: none).
     Its kernel entry is zeroed and the products are downdated to the
     inverses of the ``N-1`` remaining points (:func:`downdate_products`).
+
+    ``nthreads``: the caller's Numba thread count (``numba.get_num_threads()``
+    inside a kernel would make it uncacheable); it chooses the tiling only.
     """
     m = idx.shape[0]
     n = Z.shape[0]
@@ -240,8 +246,8 @@ def evaluate_rows(method, idx, Yt, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M
     P1 = work[1]
     P2 = work[2]
     for r in prange(m):
-        # P1's row is free until the products land: scratch of the exponential
-        kernel_row(Yt[r], Zt, gamma, Kbuf[r], P1[r])
+        # P1's and P2's rows are free until the products land: scratch of the exponential
+        kernel_row(Yt[r], Zt, gamma, Kbuf[r], P1[r], P2[r])
         if held is not None:
             if held[idx[r]] >= 0:
                 Kbuf[r, held[idx[r]]] = 0.0
@@ -258,8 +264,19 @@ def evaluate_rows(method, idx, Yt, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M
     width, npan = panel_layout(n)
     trows, ntile = tile_layout(mp)
     tiles = work[3:5].reshape(2 * work.shape[1] * n)
-    for task in prange(nprod * npan * ntile):
-        _gemm_tile(task, ntile, npan, width, trows, mp, n, Kbuf, M1, M2, tiles)
+    if nprod * ntile >= 2 * nthreads:
+        # enough row tiles to keep every thread busy: full-width products straight into P1/P2
+        npan = 0
+        for task in prange(nprod * ntile):
+            r0 = (task % ntile) * trows
+            r1 = min(mp, r0 + trows)
+            if task < ntile:
+                np.dot(Kbuf[r0:r1], M1, P1[r0:r1])
+            else:
+                np.dot(Kbuf[r0:r1], M2, P2[r0:r1])
+    else:
+        for task in prange(nprod * npan * ntile):
+            _gemm_tile(task, ntile, npan, width, trows, mp, n, Kbuf, M1, M2, tiles)
     for r in prange(m):
         _row_value_grad(method, r, idx, Yt, Zt, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F, eta_x, xwx,
                         Kbuf, P1, P2, tiles, mp, width, npan, nprod, value, grad, eta_y, eta_xy, hits, held)
@@ -293,7 +310,7 @@ def _gemm_tile(task, ntile, npan, width, trows, mp, n, Kbuf, M1, M2, tiles):
 def _row_value_grad(method, r, idx, Yt, Zt, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F, eta_x, xwx,
                     Kbuf, P1, P2, tiles, mp, width, npan, nprod, value, grad, eta_y, eta_xy, hits, held):
     n = Zt.shape[1]
-    for g in range(nprod):
+    for g in range(nprod if npan > 0 else 0):
         P = P1 if g == 0 else P2
         for j in range(npan):
             c0 = j * width

@@ -47,7 +47,8 @@ _WAITING, _START, _SEARCH, _DONE = 0, 1, 2, 3
 
 @kernel()
 def minimize_batch(method, Y0, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F, eta_x, xwx,
-                   logdet_y, logdet_x, max_iter, xtol, ftol, max_step, use_bfgs, window, stop, cubic, held):
+                   logdet_y, logdet_x, max_iter, xtol, ftol, max_step, use_bfgs, window, nthreads, stop, cubic,
+                   held):
     """Minimise the TGP objective of every point, starting from ``Y0``.
 
     Continuous batching: at most ``window`` points are in flight; every
@@ -129,7 +130,7 @@ def minimize_batch(method, Y0, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F
             break
         evaluate_rows(method, rows[:nr], Yt[:nr], Z, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F,
                       eta_x, xwx, logdet_y, logdet_x, work, ft[:nr], Gt[:nr], ey[:nr], exy[:nr], ht[:nr],
-                      cubic, held)
+                      cubic, held, nthreads)
         for r in range(nr):
             p = rows[r]
             n_eval[p] += 1

@@ -93,7 +93,9 @@ def contract_jacobian(y, Zt, k, gamma, c1, v1, c2, v2, c3, v3, use_v3, grad):
 
 
 _LOG2E = 1.4426950408889634
-_LN2 = 0.6931471805599453
+#: ln 2 split Cody–Waite style: ``k * _LN2_HI`` is exact for |k| < 2^11.
+_LN2_HI = 0.693145751953125
+_LN2_LO = 1.4286068203094173e-06  # ln 2 - _LN2_HI to double precision
 #: ``2^52 + 1023``: an integer k added to it lands in the low mantissa bits
 #: (exactly, for 0 <= k + 1023 < 2^52), from where it moves to the exponent.
 _MAGIC = 4503599627370496.0 + 1023.0
@@ -103,23 +105,33 @@ _EXP_LOW = -700.0
 
 
 @kernel()
-def exp_neg_scaled(x, gamma, scale):
+def exp_neg_scaled(x, gamma, scale, low):
     """``x[j] = exp(-gamma * x[j])`` in place, in loops LLVM vectorises.
 
     Numba calls libm's scalar ``exp`` (9.5 ns per entry here); this form —
     ``exp(v) = 2^k e^r`` with ``k = rint(v / ln 2)``, ``|r| <= ln 2 / 2``, a
     degree-13 Taylor polynomial (truncation < 4e-18 relative) and ``2^k``
-    built in the exponent bits through the integer view of ``scale`` (a
-    scratch array of ``len(x)``) — runs ~2.6× faster with an error of a few
-    ulp.  Arguments below ``-700`` give 0, NaN stays NaN.
+    built in the exponent bits through the integer view of ``scale`` —
+    runs ~2.6× faster, within 2 ulp of libm (tests/test_performance.py).
+    ``r`` uses ln 2 in two parts (Cody–Waite); the low part's product goes
+    through the scratch ``low`` so that fast-math reassociation cannot fold
+    the two parts back into one rounded constant.  ``scale`` and ``low``:
+    scratch arrays of ``len(x)``.  Arguments below ``-700`` give 0, NaN
+    stays NaN.
     """
     n = x.shape[0]
     bits = scale.view(np.int64)
+    # separate loops keep fast-math reassociation from merging the two halves of ln 2
     for j in range(n):
         v = -gamma * x[j]
         vc = max(v, _EXP_LOW)
         k = np.rint(vc * _LOG2E)
-        r = vc - k * _LN2
+        x[j] = vc - k * _LN2_HI
+        low[j] = k * _LN2_LO
+        # k = -1023 (exponent bits 0) makes 2^k exactly 0 below the range; NaN keeps its k
+        scale[j] = k + _MAGIC if not v < _EXP_LOW else _MAGIC - 1023.0
+    for j in range(n):
+        r = x[j] - low[j]
         p = 1.0 / 6227020800.0
         p = p * r + 1.0 / 479001600.0
         p = p * r + 1.0 / 39916800.0
@@ -134,8 +146,7 @@ def exp_neg_scaled(x, gamma, scale):
         p = p * r + 0.5
         p = p * r + 1.0
         p = p * r + 1.0
-        x[j] = p if v >= _EXP_LOW else (0.0 if v < _EXP_LOW else v)
-        scale[j] = k + _MAGIC
+        x[j] = p
     for j in range(n):
         bits[j] = (bits[j] - _MAGIC_BITS) << 52
     for j in range(n):
@@ -143,12 +154,12 @@ def exp_neg_scaled(x, gamma, scale):
 
 
 @kernel()
-def kernel_row(y, Zt, gamma, out, scale):
+def kernel_row(y, Zt, gamma, out, scale, low):
     """``out[j] = exp(-gamma ||y - z_j||^2)`` from the transposed training outputs ``Zt`` (d×n).
 
     The distance loop runs over ``j`` (contiguous in ``Zt``) so that it
     vectorises; the exponential is :func:`exp_neg_scaled` (``scale``: scratch
-    of n).
+    and ``low``: scratch of n).
     """
     d, n = Zt.shape
     for j in range(n):
@@ -158,4 +169,4 @@ def kernel_row(y, Zt, gamma, out, scale):
         for j in range(n):
             t = yc - Zt[c, j]
             out[j] += t * t
-    exp_neg_scaled(out, gamma, scale)
+    exp_neg_scaled(out, gamma, scale, low)

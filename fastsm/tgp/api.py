@@ -11,6 +11,7 @@ from __future__ import annotations
 import warnings
 from typing import Literal
 
+import numba
 import numpy as np
 
 from fastsm import config
@@ -341,7 +342,8 @@ def _optimize(model: TGPModel, method: str, Y0: np.ndarray, point_data, held, sp
             Yb, fb, itb, evb, cvb, hits, ey, exy = minimize_batch(
                 code, Y0[s:e], model.Y, p.gamma_y, 1.0 + p.lambda_y, 1.0 + p.lambda_x, p.alpha, beta,
                 floor, M1, M2, F, eta_x, xwx, model.logdet_y, model.logdet_x,
-                max_iter, xtol[s:e], ftol, max_step[s:e], optimizer == "bfgs", config.DEFAULT_WINDOW, run.stop,
+                max_iter, xtol[s:e], ftol, max_step[s:e], optimizer == "bfgs", config.DEFAULT_WINDOW,
+                numba.get_num_threads(), run.stop,
                 model.Kx_inv if method == "sm_cubic" else None, hb,
             )
             out["y"][s:e], out["f"][s:e], out["it"][s:e], out["ev"][s:e] = Yb, fb, itb, evb
@@ -426,7 +428,7 @@ def evaluate(model: TGPModel, method: str, F, eta_x, xwx, Yb, M1, M2, val, grad,
         1.0 + p.lambda_x, p.alpha, p.beta if beta is None else beta, _floor(model), M1, M2, F, eta_x, xwx,
         model.logdet_y, model.logdet_x, obj.workspace(m, model.n_train), val, grad, eta_y, eta_xy,
         np.zeros(m, dtype=np.int64), model.Kx_inv if method == "sm_cubic" else None,
-        None if held is None else np.ascontiguousarray(held, dtype=np.int64),
+        None if held is None else np.ascontiguousarray(held, dtype=np.int64), numba.get_num_threads(),
     )
     return eta_y, eta_xy
 
