@@ -24,9 +24,14 @@ def main(argv: list[str] | None = None) -> int:
     select.add_argument("--cv", default="loo", help='"loo" (default) or the number of folds')
     select.add_argument("--threads", type=int, default=None)
     select.add_argument("--seed", type=int, default=0)
-    bench = sub.add_parser("bench", help="batched-objective GFLOP/s and speed-up table (fastsm/bench.py; "
-                                         "columns explained in its output)")
-    bench.add_argument("--sizes", type=int, nargs="+", default=[250, 1000])
+    bench = sub.add_parser("bench", help="whole-prediction GFLOP/s against DGEMM, per-point SciPy baseline at "
+                                         "equal quality, toy timing; --evaluation: one batched evaluation and "
+                                         "the speed-up over fastsm.reference (fastsm/bench.py)")
+    bench.add_argument("--sizes", type=int, nargs="+", default=None,
+                       help="training-set sizes (default 1000; 250 1000 with --evaluation)")
+    bench.add_argument("--batches", nargs="+", default=["200", "1000", "N"],
+                       help='test points per prediction ("N": as many as training points)')
+    bench.add_argument("--evaluation", action="store_true", help="the single-evaluation table instead")
     bench.add_argument("--threads", type=int, default=None)
     args = parser.parse_args(argv)
     if args.command == "demo":
@@ -44,8 +49,12 @@ def main(argv: list[str] | None = None) -> int:
 
         return select_main(cv=args.cv if args.cv == "loo" else int(args.cv), threads=args.threads, seed=args.seed)
     from fastsm.bench import main as bench_main
+    from fastsm.bench import main_whole
 
-    return bench_main(sizes=args.sizes, threads=args.threads)
+    if args.evaluation:
+        return bench_main(sizes=args.sizes or [250, 1000], threads=args.threads)
+    return main_whole(sizes=args.sizes or [1000], batches=[b if b == "N" else int(b) for b in args.batches],
+                      threads=args.threads)
 
 
 if __name__ == "__main__":

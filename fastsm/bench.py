@@ -235,29 +235,80 @@ def equal_quality(n: int = 1000, b: int = 200, threads: int | None = None, rel: 
 
     Quality: the share of points whose SMTGP criterion is within ``rel |f*|``
     of ``f*``, the lower of both codes' tight runs (fastsm ``tol = 1e-13,
-    ftol = 0``; SciPy ``gtol = 1e-9``).  Both run until they stop by their
-    own rule (fastsm's defaults with ``max_iter = 500``; SciPy ``gtol = 1e-5``).
+    ftol = 0``; SciPy ``gtol = 1e-9``).  Each code runs until it stops by its
+    own rule: fastsm with its defaults (``max_iter = 50``) and with
+    ``max_iter = 500``; SciPy with ``gtol = 1e-5`` (its ``maxiter`` 2000).
+    The speed-ups are taken against the fastest fastsm run whose share is at
+    least the baseline's.
     """
     threads = resolve_threads(threads)
-    t_fast, pred, model, X, Y0 = whole_prediction(n, b, threads, 3, max_iter=500)
+    t_def, p_def, model, X, Y0 = whole_prediction(n, b, threads, 3)
+    t_long, p_long, *_ = whole_prediction(n, b, threads, 3, max_iter=500)
     tight = tgp.predict(model, X, method="sm", init=Y0, threads=threads, max_iter=2000, tol=1e-13, ftol=0.0)
-    Ys, fs, evs, t_serial = per_point_baseline(model, X, Y0)
+    _, fs, evs, t_serial = per_point_baseline(model, X, Y0)
     _, f_tight_s, _, _ = per_point_baseline(model, X, Y0, gtol=1e-9)
     _, fj, _, t_joblib = joblib_baseline(model, X, Y0, threads)
     _, fj, _, t_joblib2 = joblib_baseline(model, X, Y0, threads)  # second run: workers warm
+    t_joblib = min(t_joblib, t_joblib2)
     f_star = np.minimum(tight.criterion, f_tight_s)
-    good = lambda f: float(np.mean(f <= f_star + rel * np.abs(f_star)))  # noqa: E731
-    res = {"n": n, "b": b, "threads": threads, "fastsm_s": t_fast, "fastsm_ok": good(pred.criterion),
-           "fastsm_evals": float(pred.n_eval.mean()), "scipy_s": t_serial, "scipy_ok": good(fs),
-           "scipy_evals": float(evs.mean()), "joblib_s": min(t_joblib, t_joblib2), "joblib_ok": good(fj)}
-    out(f"N = {n}, B = {b}, threads = {threads}; share of points within {rel:g}·|f*| of f* (f*: tight runs of both)")
-    out(f"  fastsm.tgp.predict (defaults, max_iter 500) {t_fast:8.3f} s  {res['fastsm_ok']:6.1%}  "
-        f"{res['fastsm_evals']:5.1f} evaluations/pt")
-    out(f"  NumPy + scipy BFGS per point (gtol 1e-5)   {t_serial:8.3f} s  {res['scipy_ok']:6.1%}  "
-        f"{res['scipy_evals']:5.1f} evaluations/pt   fastsm {t_serial / t_fast:5.1f}x faster")
-    out(f"  the same over {threads} joblib processes       {res['joblib_s']:8.3f} s  {res['joblib_ok']:6.1%}  "
-        f"                        fastsm {res['joblib_s'] / t_fast:5.1f}x faster")
+
+    def good(f):
+        return float(np.mean(f <= f_star + rel * np.abs(f_star)))
+
+    ok_def, ok_long, ok_s = good(p_def.criterion), good(p_long.criterion), good(fs)
+    t_fast = min(t for t, ok in ((t_def, ok_def), (t_long, ok_long)) if ok >= ok_s) \
+        if max(ok_def, ok_long) >= ok_s else t_long
+    res = {"n": n, "b": b, "threads": threads, "fastsm_s": t_def, "fastsm_ok": ok_def,
+           "fastsm_500_s": t_long, "fastsm_500_ok": ok_long, "fastsm_evals": float(p_def.n_eval.mean()),
+           "scipy_s": t_serial, "scipy_ok": ok_s, "scipy_evals": float(evs.mean()), "joblib_s": t_joblib,
+           "joblib_ok": good(fj), "speedup_serial": t_serial / t_fast, "speedup_joblib": t_joblib / t_fast}
+    out(f"N = {n}, B = {b}, threads = {threads}; 'within': share of points with f <= f* + {rel:g}|f*| "
+        "(f*: tight runs of both codes)")
+    out(f"  {'code':44} {'seconds':>8} {'within':>7} {'ev/pt':>6}")
+    out(f"  {'fastsm.tgp.predict, defaults (max_iter 50)':44} {t_def:8.3f} {ok_def:7.1%} {p_def.n_eval.mean():6.1f}")
+    out(f"  {'fastsm.tgp.predict, max_iter 500':44} {t_long:8.3f} {ok_long:7.1%} {p_long.n_eval.mean():6.1f}")
+    out(f"  {'NumPy + scipy BFGS per point, gtol 1e-5':44} {t_serial:8.3f} {ok_s:7.1%} {evs.mean():6.1f}")
+    out(f"  {f'the same over {threads} joblib processes':44} {t_joblib:8.3f} {res['joblib_ok']:7.1%}")
+    out(f"  fastsm at no lower quality: {res['speedup_serial']:.1f}x the per-point baseline, "
+        f"{res['speedup_joblib']:.1f}x the joblib baseline")
     return res
+
+
+def toy_kltgp(n: int = 2000, n_test: int = 500, threads: int | None = None, repeat: int = 3, out=print) -> dict:
+    """KLTGP fit + prediction on Bo & Sminchisescu's toy (Toy 1), the job their MATLAB code does.
+
+    Best of ``repeat`` for each part, JIT excluded.
+    """
+    Xtr, Xte, Ytr, Yte = datasets.toy1(0, n_train=n, n_test=n_test)
+    tgp.predict(tgp.fit(Xtr[:50], Ytr[:50], methods=("kl",)), Xte[:4], method="kl")
+    t_fit = t_pred = np.inf
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        model = tgp.fit(Xtr, Ytr, methods=("kl",), threads=threads)
+        t1 = time.perf_counter()
+        pred = tgp.predict(model, Xte, method="kl", threads=threads)
+        t2 = time.perf_counter()
+        t_fit, t_pred = min(t_fit, t1 - t0), min(t_pred, t2 - t1)
+    mae = float(np.abs(pred.y - Yte).mean())
+    out(f"KLTGP, Toy 1, N = {n}, {n_test} test points: fit {t_fit:.3f} s + predict {t_pred:.3f} s = "
+        f"{t_fit + t_pred:.3f} s, MAE {mae:.4f}, {pred.n_eval.mean():.1f} evaluations/pt, "
+        f"{pred.converged.mean():.1%} converged")
+    return {"fit_s": t_fit, "predict_s": t_pred, "mae": mae}
+
+
+def main_whole(sizes=(1000,), batches=(200, 1000, "N"), threads: int | None = None) -> int:
+    """``python -m fastsm bench``: whole-prediction roofline, equal-quality baseline, the toy timing."""
+    seen = set()
+    for n in sizes:
+        bs = [b for b in dict.fromkeys(n if b == "N" else int(b) for b in batches) if (n, b) not in seen]
+        seen.update((n, b) for b in bs)
+        whole_table((n,), bs, threads, out=lambda line, first=(n == sizes[0]): print(line) if first or
+                    line.lstrip()[:1].isdigit() else None)
+    print()
+    equal_quality(1000, 200, threads)
+    print()
+    toy_kltgp(threads=threads)
+    return 0
 
 
 def main(sizes=(250, 1000), threads: int | None = None, n_ref: int = 16) -> int:
