@@ -41,7 +41,7 @@ def _dot(a, b, n, off):
 
 
 @kernel()
-def point_value_grad(method, y, Zt, k, P1, P2, F, eta_x, xwx, gamma, kyy, kxx, alpha, beta, floor, grad):
+def point_value_grad(method, y, Z, k, P1, P2, F, eta_x, xwx, gamma, kyy, kxx, alpha, beta, floor, grad):
     """Objective and gradient of one test point from its precomputed products.
 
     ``P1 = K_Y^-1 k_y``; ``P2`` is ``C k_y`` (IKL) or ``K_XY^-1 k_y`` (SM).
@@ -59,13 +59,13 @@ def point_value_grad(method, y, Zt, k, P1, P2, F, eta_x, xwx, gamma, kyy, kxx, a
     if method == KL:
         # [SM] Eq. 5; gradient -2 (u_x - eta_x/eta_y u_y)^T J (MATH §3, Eq. 6 corrected)
         value = kyy - 2.0 * kF - eta_x * np.log(eta_y)
-        contract_jacobian(y, Zt, k, gamma, -2.0, F, 2.0 * eta_x / eta_y, P1, 0.0, P1, False, grad)
+        contract_jacobian(y, Z, k, gamma, -2.0, F, 2.0 * eta_x / eta_y, P1, 0.0, P1, False, grad)
     elif method == IKL:
         # [SM] Eq. 7/8 with v_x = K_Y^-1 k_x and C k_y precomputed
         kP2 = _dot(k, P2, n, 0)
         ly = np.log(eta_y) - np.log(eta_x)
         value = -2.0 * kF + kP2 + eta_y * ly
-        contract_jacobian(y, Zt, k, gamma, -2.0, F, -2.0 * (ly + 1.0), P1, 2.0, P2, True, grad)
+        contract_jacobian(y, Z, k, gamma, -2.0, F, -2.0 * (ly + 1.0), P1, 2.0, P2, True, grad)
     else:
         # [SM] Eq. 16/17 in log space: s = a log eta_y - log eta_xy
         a = alpha
@@ -84,7 +84,7 @@ def point_value_grad(method, y, Zt, k, P1, P2, F, eta_x, xwx, gamma, kyy, kxx, a
             value = np.exp(c * s) / (beta - 1.0)
             dlds = c * value
         contract_jacobian(
-            y, Zt, k, gamma,
+            y, Z, k, gamma,
             dlds * 2.0 * a * (1.0 - a) / eta_xy, F,
             dlds * (-2.0 * a / eta_y), P1,
             dlds * 2.0 * a * a / eta_xy, P2, True, grad,
@@ -278,7 +278,7 @@ def evaluate_rows(method, idx, Yt, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M
         for task in prange(nprod * npan * ntile):
             _gemm_tile(task, ntile, npan, width, trows, mp, n, Kbuf, M1, M2, tiles)
     for r in prange(m):
-        _row_value_grad(method, r, idx, Yt, Zt, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F, eta_x, xwx,
+        _row_value_grad(method, r, idx, Yt, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F, eta_x, xwx,
                         Kbuf, P1, P2, tiles, mp, width, npan, nprod, value, grad, eta_y, eta_xy, hits, held)
 
 
@@ -307,9 +307,9 @@ def _gemm_tile(task, ntile, npan, width, trows, mp, n, Kbuf, M1, M2, tiles):
 
 
 @kernel()
-def _row_value_grad(method, r, idx, Yt, Zt, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F, eta_x, xwx,
+def _row_value_grad(method, r, idx, Yt, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F, eta_x, xwx,
                     Kbuf, P1, P2, tiles, mp, width, npan, nprod, value, grad, eta_y, eta_xy, hits, held):
-    n = Zt.shape[1]
+    n = Z.shape[0]
     for g in range(nprod if npan > 0 else 0):
         P = P1 if g == 0 else P2
         for j in range(npan):
@@ -324,7 +324,7 @@ def _row_value_grad(method, r, idx, Yt, Zt, gamma, kyy, kxx, alpha, beta, floor,
     if held is not None:
         if held[p] >= 0:
             downdate_products(method, Kbuf[r], P1[r], Q2, M1, M2, held[p])
-    v, ey, exy, h = point_value_grad(method, Yt[r], Zt, Kbuf[r], P1[r], Q2, F[p],
+    v, ey, exy, h = point_value_grad(method, Yt[r], Z, Kbuf[r], P1[r], Q2, F[p],
                                      eta_x[p], xwx[p], gamma, kyy, kxx, alpha, beta, floor, grad[r])
     value[r] = v
     eta_y[r] = ey
@@ -385,5 +385,5 @@ def _cubic_value_grad(y, Z, ky, kx, Kyinv, Kxinv, logdet_y, logdet_x, kyy, kxx, 
         value = np.expm1(c * log_rho2) / (beta - 1.0)
         dl = c * np.exp(c * log_rho2) / (beta - 1.0)
     coef = dl * (-2.0 * (1.0 - a))
-    contract_jacobian(y, np.ascontiguousarray(Z.T), ky, gamma, coef, col, 0.0, col, 0.0, col, False, grad)
+    contract_jacobian(y, Z, ky, gamma, coef, col, 0.0, col, 0.0, col, False, grad)
     return value, eta_y

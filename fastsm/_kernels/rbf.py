@@ -67,29 +67,32 @@ def rbf_jacobian(y, Z, k, gamma):
 
 
 @kernel()
-def contract_jacobian(y, Zt, k, gamma, c1, v1, c2, v2, c3, v3, use_v3, grad):
+def contract_jacobian(y, Z, k, gamma, c1, v1, c2, v2, c3, v3, use_v3, grad):
     """``grad = a^T J`` with ``a = c1 v1 + c2 v2 + c3 v3`` in O(N·d).
 
     ``J`` is never formed: ``sum_i a_i J[i, d] = -2 gamma (y[d] S - T[d])``
-    with ``S = sum_i a_i k_i`` and ``T[d] = sum_i a_i k_i z_i[d]``, one
-    vectorised dot product per output dimension over the transposed training
-    outputs ``Zt`` (d×N).
+    with ``S = sum_i a_i k_i`` and ``T[d] = sum_i a_i k_i z_i[d]``.
+
+    The loop over ``i`` stays scalar on purpose: written as vectorisable
+    reductions over ``i`` it ran 2× faster, but LLVM then vectorised it
+    differently in a fresh compile and in the cached object code, so a
+    process that compiled the kernel and one that loaded it from the cache
+    gave gradients differing in the last bit (docs/performance.md).
     """
-    d, n = Zt.shape
-    wk = np.empty(n)
+    n, d = Z.shape
+    for c in range(d):
+        grad[c] = 0.0
     s = 0.0
     for i in range(n):
         a = c1 * v1[i] + c2 * v2[i]
         if use_v3:
             a += c3 * v3[i]
         w = a * k[i]
-        wk[i] = w
         s += w
+        for c in range(d):
+            grad[c] += w * Z[i, c]
     for c in range(d):
-        t = 0.0
-        for i in range(n):
-            t += wk[i] * Zt[c, i]
-        grad[c] = -2.0 * gamma * (y[c] * s - t)
+        grad[c] = -2.0 * gamma * (y[c] * s - grad[c])
 
 
 _LOG2E = 1.4426950408889634
