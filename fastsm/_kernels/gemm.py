@@ -1,7 +1,8 @@
 """Blocked matrix products whose rows do not depend on the blocking.
 
-Every product of the package goes through :func:`gemm_rows`: ``out = A @ M``
-by one single-threaded DGEMM, with the row count padded to an even number.
+Products outside the optimiser's evaluations go through :func:`gemm_rows`:
+``out = A @ M`` by one single-threaded DGEMM, with the row count padded to an
+even number (``objectives.evaluate_rows`` pads its rounds the same way).
 OpenBLAS computes the last row of an odd row count with its one-row tail
 kernel, whose summation order differs from the main kernel's (measured here:
 rows differ by ~1e-14 relative between ``m = 3`` and ``m = 4``).  With even
