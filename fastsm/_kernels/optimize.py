@@ -95,7 +95,7 @@ def minimize_batch(method, Y0, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F
     hits = np.zeros(B, dtype=np.int64)
     converged = np.zeros(B, dtype=np.bool_)
     active = np.ones(B, dtype=np.bool_)
-    state = np.zeros(B, dtype=np.int64)
+    state = np.full(B, _WAITING, dtype=np.int64)
     trial = Y0.copy()
     ey_acc = np.full(B, np.nan)
     exy_acc = np.full(B, np.nan)
