@@ -1,4 +1,4 @@
-"""Command line: ``python -m fastsm demo``, ``shift``, ``bench`` and ``--version``."""
+"""Command line: ``python -m fastsm demo``, ``shift``, ``select``, ``digits``, ``bench`` and ``--version``."""
 
 from __future__ import annotations
 
@@ -24,6 +24,11 @@ def main(argv: list[str] | None = None) -> int:
     select.add_argument("--cv", default="loo", help='"loo" (default) or the number of folds')
     select.add_argument("--threads", type=int, default=None)
     select.add_argument("--seed", type=int, default=0)
+    digits = sub.add_parser("digits", help="SMTGP/KLTGP/IKLTGP vs GPR, kernel ridge and W-KNN on scikit-learn's "
+                                           "digits (central 2x2 and 4x4 pixels) and Linnerud data")
+    digits.add_argument("--threads", type=int, default=None)
+    digits.add_argument("--seed", type=int, default=0)
+    digits.add_argument("--no-linnerud", action="store_true", help="the two digits tasks only")
     bench = sub.add_parser("bench", help="whole-prediction GFLOP/s against DGEMM, per-point SciPy baseline at "
                                          "equal quality, toy timing; --evaluation: one batched evaluation and "
                                          "the speed-up over fastsm.reference (fastsm/bench.py)")
@@ -48,6 +53,10 @@ def main(argv: list[str] | None = None) -> int:
         from fastsm.select_demo import main as select_main
 
         return select_main(cv=args.cv if args.cv == "loo" else int(args.cv), threads=args.threads, seed=args.seed)
+    if args.command == "digits":
+        from fastsm.digits_demo import main as digits_main
+
+        return digits_main(threads=args.threads, seed=args.seed, linnerud=not args.no_linnerud)
     from fastsm.bench import main as bench_main
     from fastsm.bench import main_whole
 

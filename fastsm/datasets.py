@@ -11,7 +11,8 @@ import numpy as np
 
 from fastsm._validation import check_int, check_scalar
 
-__all__ = ["toy1", "toy2", "random_structured", "gmm_manifold", "covariate_shift_toy", "ShiftData"]
+__all__ = ["toy1", "toy2", "random_structured", "gmm_manifold", "covariate_shift_toy", "ShiftData",
+           "digits_reconstruction", "linnerud"]
 
 
 class ShiftData(NamedTuple):
@@ -219,3 +220,74 @@ def covariate_shift_toy(n_train: int = 500, n_test: int = 300, seed: int = 0, *,
     y_te = f(x_te) + noise * rng.standard_normal(n_test)
     ratio = _normal_pdf(x_tr, 0.0, 0.3) / _normal_pdf(x_tr, 0.5, 0.5)
     return ShiftData(x_tr[:, None], x_te[:, None], y_tr[:, None], y_te[:, None], ratio)
+
+
+def _sklearn_loader(name: str):
+    try:
+        import sklearn.datasets as skd
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError(f"{name} reads a data set shipped with scikit-learn: pip install 'fastsm[sklearn]'") from exc
+    return skd
+
+
+def digits_reconstruction(center: int = 4, seed: int = 0, *, test_size: float = 0.5):
+    """Image reconstruction on scikit-learn's handwritten digits ([SM] §5.1.3 on 8×8 images).
+
+    Predict the central ``center × center`` pixels of each 8×8 digit from the
+    other ``64 - center**2`` pixels, as [SM] §5.1.3 predicts the central 16
+    pixels of 16×16 USPS digits from the outer 240.  The 1797 images of
+    :func:`sklearn.datasets.load_digits` (shipped with scikit-learn, no
+    download) are scaled from 0…16 to [-1, 1] (USPS's range in [SM]) and split
+    at random into training and test halves; labels are not used.
+
+    Parameters
+    ----------
+    center : {2, 4}
+        Side of the central square predicted.
+    seed : int
+        Seed of the split.
+    test_size : float
+        Share of the images in the test set, in (0, 1).
+
+    Returns
+    -------
+    X_train, X_test : ndarray, shape (n, 64 - center**2)
+        The outer pixels, row by row.
+    Y_train, Y_test : ndarray, shape (n, center**2)
+        The central pixels, row by row.
+    """
+    if center not in (2, 4) or isinstance(center, bool):
+        raise ValueError(f"center must be 2 or 4, got {center!r}")
+    test_size = check_scalar("test_size", test_size, low=0.0, high=1.0, low_open=True, high_open=True)
+    images = _sklearn_loader("digits_reconstruction").load_digits().images / 8.0 - 1.0
+    mask = center_mask(center)
+    X, Y = images[:, ~mask], images[:, mask]
+    n = len(images)
+    perm = np.random.default_rng(seed).permutation(n)
+    n_test = int(round(test_size * n))
+    te, tr = np.sort(perm[:n_test]), np.sort(perm[n_test:])
+    return X[tr], X[te], Y[tr], Y[te]
+
+
+def center_mask(center: int, side: int = 8) -> np.ndarray:
+    """Boolean ``side × side`` mask of the central ``center × center`` pixels."""
+    lo = (side - center) // 2
+    mask = np.zeros((side, side), dtype=bool)
+    mask[lo:lo + center, lo:lo + center] = True
+    return mask
+
+
+def linnerud():
+    """The Linnerud physical-exercise data (20 men; scikit-learn's :func:`~sklearn.datasets.load_linnerud`).
+
+    Three exercise counts (chins, situps, jumps) as inputs and three
+    physiological measurements (weight, waist, pulse) as outputs; no split
+    (20 points: evaluate by leave-one-out).
+
+    Returns
+    -------
+    X : ndarray, shape (20, 3)
+    Y : ndarray, shape (20, 3)
+    """
+    data = _sklearn_loader("linnerud").load_linnerud()
+    return np.asarray(data.data, dtype=np.float64), np.asarray(data.target, dtype=np.float64)

@@ -121,3 +121,21 @@ def test_weights_without_regulariser_warn(toy):
         except ValueError:
             pass  # K may be singular without a regulariser; the warning comes first
     assert any("no effect" in str(r.message) for r in rec)
+
+
+def test_cs_eq12_to_17_read_literally_change_nothing(toy):
+    """[CS] Eq. 12-17 literally (K_XW = W^1/2 K_X W^1/2, k_XW = W^1/2 k_x): the weights cancel in k^T K^-1 k.
+
+    fastsm therefore adds the regulariser after weighting (MATH §6);
+    test_weights_change_the_model_and_match_the_dense_twin shows that its weights change the predictions.
+    """
+    d, w = toy
+    w = np.where(w > 0, w, 0.5)
+    X, x = d.X_train, d.X_test[:7]
+    g, lam = TOY_PARAMS.gamma_x, TOY_PARAMS.lambda_x
+    K = np.exp(-g * (X - X.T) ** 2) + lam * np.eye(len(X))
+    k = np.exp(-g * (X - x.T) ** 2)  # (N, 7)
+    s = np.sqrt(w)[:, None]
+    plain = np.einsum("ij,ij->j", k, np.linalg.solve(K, k))
+    literal = np.einsum("ij,ij->j", s * k, np.linalg.solve(s * K * s.T, s * k))
+    np.testing.assert_allclose(literal, plain, rtol=1e-6)
