@@ -9,7 +9,7 @@ hyperparameter is chosen on training data only:
 * TGPs: kernel widths and regularisers by exact leave-one-out of KLTGP
   (:func:`fastsm.tgp.select`, ``method="kl"``) over widths relative to the
   median squared distance; IKLTGP shares them ([SM] §5.2); SMTGP's alpha
-  then by exact leave-one-out over [SM] §5.2's grid plus 0.01 and 0.02
+  then by exact leave-one-out over [SM] §5.2's grid plus 0.001 … 0.02
   (beta does not change the prediction, [SM] Lemma 4.2; 0.99 is used).
 * ``GaussianProcessRegressor``: constant × RBF + white noise, by the
   log-marginal likelihood (``normalize_y=True``).
@@ -31,11 +31,14 @@ import numpy as np
 
 from fastsm import datasets, tgp
 
-#: [SM] §5.2's alpha grid (0.05 … 0.95) and two smaller values, towards the KLTGP limit (MATH §3).
-ALPHAS = (0.01, 0.02, *(round(0.05 * k, 2) for k in range(1, 20)))
-#: Kernel widths tried, as multiples of 1 / median squared distance of the training set.
-WIDTHS_X = (0.25, 0.5, 1.0, 2.0)
+#: [SM] §5.2's alpha grid (0.05 … 0.95) and four smaller values, towards the KLTGP limit alpha -> 0 (MATH §3).
+ALPHAS = (0.001, 0.005, 0.01, 0.02, *(round(0.05 * k, 2) for k in range(1, 20)))
+#: TGP kernel widths tried, as multiples of 1 / (median squared distance) of the training set.
+WIDTHS_X = (0.0625, 0.125, 0.25, 0.5, 1.0)
 WIDTHS_Y = (0.25, 0.5, 1.0, 2.0, 4.0)
+#: Kernel ridge's grid: RBF widths (same convention) and ridge penalties.
+KRR_WIDTHS = (0.125, 0.25, 0.5, 1.0, 2.0, 4.0)
+KRR_ALPHAS = (1e-3, 1e-2, 1e-1, 1.0, 10.0)
 TGP_NAMES = {"sm": "SMTGP", "kl": "KLTGP", "ikl": "IKLTGP"}
 
 
@@ -94,7 +97,7 @@ def fit_tgps(X, Y, *, lambdas=(1e-3,), threads=None, cv="loo") -> TGPFit:
 def _describe(f: TGPFit, sm: bool) -> str:
     p = f.model.params
     s = f"gx={f.width_x:g}/med gy={f.width_y:g}/med lx={p.lambda_x:g} ly={p.lambda_y:g}"
-    return s + (f" a={p.alpha:.2f}" if sm else "")
+    return s + (f" a={p.alpha:g}" if sm else "")
 
 
 def _baselines(X, Y, *, cv, quick: bool = False):
@@ -112,7 +115,7 @@ def _baselines(X, Y, *, cv, quick: bool = False):
         ConstantKernel(1.0) * RBF(length_scale=np.sqrt(mx / 2.0), length_scale_bounds=(1e-2, 1e3))
         + WhiteKernel(1e-2, noise_level_bounds=(1e-6, 1e1)), normalize_y=True, random_state=0)
     krr = GridSearchCV(KernelRidge(kernel="rbf"),
-                       {"alpha": [1e-3, 1e-2, 1e-1, 1.0], "gamma": [w / mx for w in WIDTHS_X]},
+                       {"alpha": list(KRR_ALPHAS), "gamma": [w / mx for w in KRR_WIDTHS]},
                        cv=cv, scoring=scorer)
     ks = [k for k in (1, 2, 3, 5, 7, 10, 15, 20, 30) if k < (len(X) * 0.75 if quick else len(X) - 1)]
     knn = GridSearchCV(KNeighborsRegressor(weights="distance"), {"n_neighbors": ks}, cv=cv, scoring=scorer)
