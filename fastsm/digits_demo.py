@@ -102,8 +102,22 @@ def _describe(f: TGPFit, sm: bool) -> str:
     return s + (f" a={p.alpha:g}" if sm else "")
 
 
-def _baselines(X, Y, *, cv, quick: bool = False):
-    """The [SM] Table 3 baselines as (name, estimator, describe(fitted)) triples."""
+def baselines(X, Y, *, cv):
+    """The [SM] Table 3 baselines, unfitted, with their hyperparameter searches.
+
+    Parameters
+    ----------
+    X, Y : ndarray
+        Training data (the searches' grids are scaled by its median squared distance).
+    cv : int or scikit-learn splitter
+        Folds of the ``GridSearchCV`` searches (kernel ridge, W-KNN).
+
+    Returns
+    -------
+    list of (str, estimator, callable)
+        Name, estimator, and a function of the fitted estimator that describes
+        what was chosen.
+    """
     from sklearn.gaussian_process import GaussianProcessRegressor
     from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel
     from sklearn.kernel_ridge import KernelRidge
@@ -119,7 +133,9 @@ def _baselines(X, Y, *, cv, quick: bool = False):
     krr = GridSearchCV(KernelRidge(kernel="rbf"),
                        {"alpha": list(KRR_ALPHAS), "gamma": [w / mx for w in KRR_WIDTHS]},
                        cv=cv, scoring=scorer)
-    ks = [k for k in (1, 2, 3, 5, 7, 10, 15, 20, 30) if k < (len(X) * 0.75 if quick else len(X) - 1)]
+    n_splits = cv if isinstance(cv, int) else cv.get_n_splits(X)
+    smallest_fold = len(X) - int(np.ceil(len(X) / n_splits))
+    ks = [k for k in (1, 2, 3, 5, 7, 10, 15, 20, 30) if k <= smallest_fold]
     knn = GridSearchCV(KNeighborsRegressor(weights="distance"), {"n_neighbors": ks}, cv=cv, scoring=scorer)
     return [
         ("GPR", gpr, lambda e: str(e.kernel_)),
@@ -146,7 +162,7 @@ def run_split(X_train, X_test, Y_train, Y_test, *, threads=None, lambdas=(1e-3,)
         t_fit = f.kernel_seconds + (f.alpha_seconds if method == "sm" else 0.0)
         results.append(Result(TGP_NAMES[method], float(err.mean()), float(err.std()), t_fit, dt,
                               _describe(f, method == "sm"), float(np.median(err))))
-    for name, est, describe in _baselines(X_train, Y_train, cv=cv):
+    for name, est, describe in baselines(X_train, Y_train, cv=cv):
         t0 = time.perf_counter()
         with warnings.catch_warnings():
             # GPR's L-BFGS-B may stop at an iteration limit or a bound of the length scale (Linnerud); the

@@ -26,7 +26,7 @@ import numpy as np  # noqa: E402
 
 from fastsm import datasets, tgp  # noqa: E402
 from fastsm.demo import PAPER  # noqa: E402
-from fastsm.digits_demo import _baselines, euclidean_error, fit_tgps  # noqa: E402
+from fastsm.digits_demo import baselines, euclidean_error, fit_tgps  # noqa: E402
 
 IMG = pathlib.Path(__file__).resolve().parent.parent / "img"
 #: [SM] Table 3 (GPR, W-KNN; mean absolute error on the toys).
@@ -74,7 +74,7 @@ def toy_baselines() -> None:
     print(f"{'data':5} {'method':6} {'ours':>7} {'paper':>8}  chosen")
     for name, make in (("toy1", datasets.toy1), ("toy2", datasets.toy2)):
         Xtr, Xte, Ytr, Yte = make(0)
-        for label, est, describe in _baselines(Xtr, Ytr, cv=5):
+        for label, est, describe in baselines(Xtr, Ytr, cv=5):
             if label == "kernel ridge":
                 continue
             est.fit(Xtr, Ytr)
@@ -112,7 +112,7 @@ def digits(out: pathlib.Path, which: set[str]) -> None:
         preds = {"SMTGP": tgp.predict(f.model, Xte, method="sm").y,
                  "KLTGP": tgp.predict(f.model, Xte, method="kl").y,
                  "IKLTGP": tgp.predict(f.model, Xte, method="ikl").y}
-        for label, est, _ in _baselines(Xtr, Ytr, cv=5):
+        for label, est, _ in baselines(Xtr, Ytr, cv=5):
             preds[label] = est.fit(Xtr, Ytr).predict(Xte)
         show = np.arange(0, len(Xte), len(Xte) // 10)[:10]
         rows = ["truth", "input", *preds]
