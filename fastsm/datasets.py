@@ -12,7 +12,7 @@ import numpy as np
 from fastsm._validation import check_int, check_scalar
 
 __all__ = ["toy1", "toy2", "random_structured", "gmm_manifold", "covariate_shift_toy", "ShiftData",
-           "digits_reconstruction", "linnerud"]
+           "digits_reconstruction", "center_mask", "linnerud"]
 
 
 class ShiftData(NamedTuple):
@@ -256,21 +256,27 @@ def digits_reconstruction(center: int = 4, seed: int = 0, *, test_size: float = 
     Y_train, Y_test : ndarray, shape (n, center**2)
         The central pixels, row by row.
     """
-    if center not in (2, 4) or isinstance(center, bool):
+    if check_int("center", center, low=1) not in (2, 4):
         raise ValueError(f"center must be 2 or 4, got {center!r}")
     test_size = check_scalar("test_size", test_size, low=0.0, high=1.0, low_open=True, high_open=True)
     images = _sklearn_loader("digits_reconstruction").load_digits().images / 8.0 - 1.0
     mask = center_mask(center)
     X, Y = images[:, ~mask], images[:, mask]
     n = len(images)
-    perm = np.random.default_rng(seed).permutation(n)
     n_test = int(round(test_size * n))
+    if not 1 <= n_test <= n - 1:
+        raise ValueError(f"test_size must leave at least one of the {n} images on each side, got {test_size}")
+    perm = np.random.default_rng(seed).permutation(n)
     te, tr = np.sort(perm[:n_test]), np.sort(perm[n_test:])
     return X[tr], X[te], Y[tr], Y[te]
 
 
 def center_mask(center: int, side: int = 8) -> np.ndarray:
-    """Boolean ``side × side`` mask of the central ``center × center`` pixels."""
+    """Boolean ``side × side`` mask of the central ``center × center`` pixels (``side - center`` even)."""
+    side = check_int("side", side, low=1)
+    center = check_int("center", center, low=1)
+    if center > side or (side - center) % 2:
+        raise ValueError(f"center must be <= side and differ from it by an even number, got {center} and {side}")
     lo = (side - center) // 2
     mask = np.zeros((side, side), dtype=bool)
     mask[lo:lo + center, lo:lo + center] = True

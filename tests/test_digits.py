@@ -31,8 +31,16 @@ def test_digits_reconstruction_splits_the_images_into_outer_and_central_pixels(c
 def test_digits_reconstruction_rejects_bad_arguments():
     with pytest.raises(ValueError, match="center must be 2 or 4"):
         datasets.digits_reconstruction(3)
+    with pytest.raises(TypeError, match="center must be an int"):
+        datasets.digits_reconstruction(2.0)
     with pytest.raises(ValueError, match="test_size"):
         datasets.digits_reconstruction(2, test_size=1.0)
+    with pytest.raises(ValueError, match="test_size must leave"):
+        datasets.digits_reconstruction(2, test_size=1e-4)
+    with pytest.raises(ValueError, match="even number"):
+        datasets.center_mask(3)
+    with pytest.raises(ValueError, match="center must be <= side"):
+        datasets.center_mask(10)
 
 
 def test_linnerud_is_twenty_men_three_by_three():
