@@ -54,16 +54,17 @@ def test_euclidean_error_is_the_row_norm():
     np.testing.assert_allclose(euclidean_error(Y, P), np.linalg.norm(Y - P, axis=1), rtol=1e-15)
 
 
-def test_pipeline_on_a_subset_selects_on_training_data_and_beats_the_zero_image():
+def test_pipeline_on_a_subset_selects_on_training_data_and_beats_the_training_mean():
     Xtr, Xte, Ytr, Yte = datasets.digits_reconstruction(2, seed=0)
     Xtr, Ytr, Xte, Yte = Xtr[:150], Ytr[:150], Xte[:60], Yte[:60]
     results = run_split(Xtr, Xte, Ytr, Yte, cv=3)
     assert [r.method for r in results] == ["SMTGP", "KLTGP", "IKLTGP", "GPR", "kernel ridge", "W-KNN"]
-    zero = euclidean_error(Yte, np.full_like(Yte, Ytr.mean(0))).mean()
+    mean = euclidean_error(Yte, np.full_like(Yte, Ytr.mean(0))).mean()
     for r in results:
         assert np.isfinite(r.error) and r.fit_seconds > 0 and r.predict_seconds > 0
         # every method learns something: below predicting the training mean of the centre pixels
-        assert r.error < zero, (r.method, r.error, zero)
+        # (measured: mean predictor 1.456; methods 0.748 (SMTGP) ... 0.982 (IKLTGP))
+        assert r.error < mean, (r.method, r.error, mean)
     assert "a=" in results[0].chosen and "a=" not in results[1].chosen
     text = format_table(results)
     best = min(results, key=lambda r: r.error)

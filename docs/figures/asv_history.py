@@ -30,6 +30,8 @@ def main() -> None:
     p.add_argument("--html", type=pathlib.Path, default=ROOT / "asv_bench" / "html")
     p.add_argument("--out", type=pathlib.Path, default=ROOT / "docs" / "img" / "asv_history.png")
     a = p.parse_args()
+    if not (a.html / "index.json").is_file():
+        raise SystemExit(f"no {a.html / 'index.json'}: run asv run and asv publish first")
     index = json.loads((a.html / "index.json").read_text())
     params = index["benchmarks"][a.bench]["params"]
     names = index["benchmarks"][a.bench]["param_names"]
