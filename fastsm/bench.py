@@ -70,19 +70,23 @@ def dgemm_gflops(n: int, b: int, threads: int | None, repeat: int = 3) -> float:
     """The machine's DGEMM rate for a (b×n)·(n×n) product with ``threads`` threads.
 
     The best of NumPy's BLAS (multi-threaded DGEMM of the whole product) and
-    SciPy's BLAS driven by Numba threads over row blocks (the path our kernels
-    use): the two bundled OpenBLAS builds differ by up to 2x here at N = 4000.
+    SciPy's BLAS driven by Numba threads over 256-row tiles (the path our kernels
+    use, :func:`fastsm._kernels.gemm.plan_products`): the two bundled OpenBLAS
+    builds differ by up to 2x here at N = 4000.
     """
-    from fastsm._kernels.gemm import blocked_gemm
+    import numba
+
+    from fastsm._kernels.gemm import TilePlan, padded_rows, plan_products
     from fastsm._threads import thread_limits
 
     rng = np.random.default_rng(0)
     A, M = rng.random((b, n)), rng.random((n, n))
-    out = np.empty((b, n))
+    plan = TilePlan(np.array([256, 128, 64, 32, 16, 8, 4, 2, 1], dtype=np.int64), 1, 0)
+    out = np.empty((padded_rows(b, 1), n))
     with threadpool_limits(resolve_threads(threads), user_api="blas"):
         t_numpy = best_of(lambda: A @ M, repeat)
     with thread_limits(threads):
-        t_blocked = best_of(lambda: blocked_gemm(A, M, out), repeat)
+        t_blocked = best_of(lambda: plan_products(A, b, M, M, 1, out, out, plan, numba.get_num_threads()), repeat)
     return 2.0 * b * n * n / min(t_numpy, t_blocked) / 1e9
 
 

@@ -1,73 +1,192 @@
-"""Blocked matrix products whose rows do not depend on the blocking.
+"""Matrix products whose rows do not depend on the other rows of the call.
 
-Products outside the optimiser's evaluations go through :func:`gemm_rows`:
-``out = A @ M`` by one single-threaded DGEMM, with the row count padded to an
-even number (``objectives.evaluate_rows`` pads its rounds the same way).
-OpenBLAS computes the last row of an odd row count with its one-row tail
-kernel, whose summation order differs from the main kernel's (measured here:
-rows differ by ~1e-14 relative between ``m = 3`` and ``m = 4``).  With even
-row counts a row's result does not depend on how many rows share the call or
-where it sits in them, so predictions do not depend on the batch size or the
-thread count (tests/test_hardening.py).
+Every product of a batch of rows with a fixed ``N × N`` matrix (the
+optimiser's ``K M1``, ``K M2``; ``fit``'s and ``predict``'s precomputations)
+is cut into *tiles*, and each tile is one single-threaded DGEMM call
+``P[r0:r0+h, c0:c0+w] = K[r0:r0+h] @ M[:, c0:c0+w]`` whose shape comes from a
+:class:`TilePlan`:
 
-``np.dot(A, M, out)`` is used rather than ``out[...] = np.dot(A, M)``: the
-allocating form with a slice assignment costs ~4 s of compile time per
-call site.
+* the tile heights ``h`` come from a short menu that depends on ``N`` only
+  (rows are padded with zero rows to a multiple of the menu's unit);
+* the columns are either the full width or fixed panels of ``panel_width``
+  columns, a function of ``N`` only;
+* operands are addressed in place with their leading dimensions (no copies,
+  no transposes), so the strides are those of the buffers, not of the batch.
+
+A BLAS computes a row of a call with the same arithmetic whatever the other
+rows are only for some shapes: OpenBLAS's SkylakeX kernels switch to a
+"small-matrix" kernel below ``M N K = 10^6``, Nehalem's handle rows in fours,
+Haswell's in twos or eights (measured; ``docs/threads.md``).  Which shapes are
+safe is therefore *checked*, not assumed: :mod:`fastsm._products` runs every
+shape of the menu once per ``N`` and process on random data and keeps only the
+menu entries whose rows agree bit for bit with one reference call, falling
+back to one row per call (identical calls, so trivially deterministic) when
+no menu passes.
+
+The DGEMM is reached through Numba's own cacheable binding
+(``numba_xxgemm``, what ``np.dot`` calls) so that operands keep their
+strides: ``np.dot`` accepts only contiguous outputs.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
-from numba import prange
+from numba import prange, types
+from numba.core.extending import intrinsic
+from numba.np.linalg import ensure_blas
 
 from fastsm.config import kernel
 
+ensure_blas()
 
-@kernel()
-def row_block(m):
-    """Rows per block of the blocked GEMMs: a function of ``m`` only.
+_XXGEMM_SIG = types.intc(
+    types.char, types.char, types.char,                      # kind, transa, transb
+    types.intp, types.intp, types.intp,                      # m, n, k
+    types.CPointer(types.float64),                           # alpha
+    types.CPointer(types.float64), types.intp,               # a, lda
+    types.CPointer(types.float64), types.intp,               # b, ldb
+    types.CPointer(types.float64),                           # beta
+    types.CPointer(types.float64), types.intp,               # c, ldc
+)
+_xxgemm = types.ExternalFunction("numba_xxgemm", _XXGEMM_SIG)
 
-    Never of the thread count, so results are bitwise independent of it.
+_D = ord("d")
+_N = ord("N")
+
+
+class TilePlan(NamedTuple):
+    """The BLAS call shapes of the products for one ``N`` (see the module docstring).
+
+    Attributes
+    ----------
+    heights : ndarray of int64
+        Allowed tile heights, descending; all multiples of ``unit``.
+    unit : int
+        Rows of a call are padded with zero rows to a multiple of this.
+    panel_width : int
+        Width of the column panels (the last one narrower), or 0 when every
+        call is full width.
     """
-    if m >= 2048:
-        return 256
-    if m >= 512:
-        return 128
-    return 64
+
+    heights: np.ndarray
+    unit: int
+    panel_width: int
+
+
+@intrinsic
+def _ptr(typingctx, arr, offset):
+    """Pointer to element ``offset`` of a C-contiguous array's data (for the BLAS call)."""
+    sig = types.CPointer(arr.dtype)(arr, types.intp)
+
+    def codegen(context, builder, signature, args):
+        ary = context.make_array(signature.args[0])(context, builder, args[0])
+        return builder.gep(ary.data, [args[1]])
+
+    return sig, codegen
 
 
 @kernel()
-def gemm_rows(A, M, out):
-    """``out = A @ M`` (single DGEMM), padded to an even number of rows."""
-    m, k = A.shape
-    if m % 2 == 0:
-        np.dot(A, M, out)
-        return
-    n = M.shape[1]
-    A2 = np.empty((m + 1, k))
-    for r in range(m):
-        for j in range(k):
-            A2[r, j] = A[r, j]
-    for j in range(k):
-        A2[m, j] = A[m - 1, j]
-    O2 = np.empty((m + 1, n))
-    np.dot(A2, M, O2)
-    for r in range(m):
-        for j in range(n):
-            out[r, j] = O2[r, j]
+def gemm_tile(K, r0, h, M, c0, w, P, p0, scal):
+    """``P[p0:p0+h, c0:c0+w] = K[r0:r0+h] @ M[:, c0:c0+w]``: one DGEMM call, operands in place.
+
+    ``K``, ``M`` and ``P`` are C-contiguous with ``M.shape[0]`` = ``K``'s
+    columns; ``scal = [1.0, 0.0]`` (alpha, beta).  In column-major terms the
+    call is ``P^T = M^T K^T`` with leading dimensions the row lengths.
+    """
+    n = M.shape[0]
+    ldk = K.shape[1]
+    ldm = M.shape[1]
+    ldp = P.shape[1]
+    _xxgemm(_D, _N, _N, w, h, n, _ptr(scal, 0), _ptr(M, c0), ldm, _ptr(K, r0 * ldk), ldk, _ptr(scal, 1),
+            _ptr(P, p0 * ldp + c0), ldp)
+
+
+@kernel()
+def padded_rows(m, unit):
+    """``m`` rounded up to a multiple of ``unit``."""
+    return ((m + unit - 1) // unit) * unit
+
+
+@kernel()
+def row_tiles(m, plan):
+    """``(starts, heights)`` of the tiles covering ``padded_rows(m, plan.unit)`` rows, largest first."""
+    mp = padded_rows(m, plan.unit)
+    hs = plan.heights
+    count = 0
+    left = mp
+    while left > 0:
+        for h in hs:
+            if h <= left:
+                left -= h
+                count += 1
+                break
+    starts = np.empty(count, dtype=np.int64)
+    heights = np.empty(count, dtype=np.int64)
+    left = mp
+    r0 = 0
+    i = 0
+    while left > 0:
+        for h in hs:
+            if h <= left:
+                starts[i] = r0
+                heights[i] = h
+                r0 += h
+                left -= h
+                i += 1
+                break
+    return starts, heights
+
+
+@kernel()
+def panels(n, plan, use_panels):
+    """``(width, count)`` of the column split: panels of ``plan.panel_width`` or the full width."""
+    if not use_panels or plan.panel_width <= 0 or plan.panel_width >= n:
+        return n, 1
+    w = plan.panel_width
+    return w, (n + w - 1) // w
 
 
 @kernel(parallel=True)
-def blocked_gemm(A, M, out):
-    """``out = A @ M`` by fixed row blocks, one single-threaded DGEMM each.
+def plan_products(K, m, M1, M2, nprod, P1, P2, plan, nthreads):
+    """``P1[:mp] = K[:mp] @ M1`` and (``nprod == 2``) ``P2[:mp] = K[:mp] @ M2`` by the plan's tiles.
 
-    One thread pool (Numba's) does all the work: no contention with BLAS's
-    own threads, which the callers limit to one.
+    ``K`` must hold ``mp = padded_rows(m, plan.unit)`` rows, the ones past
+    ``m`` finite (zeros).  Panels are used only when the full-width tiles
+    would leave threads idle; the plan guarantees both give the same rows.
+    ``nthreads`` (the caller's Numba thread count) chooses that split only.
     """
-    m = A.shape[0]
-    bs = row_block(m)
-    nb = (m + bs - 1) // bs
-    for b in prange(nb):
-        r0 = b * bs
-        r1 = min(m, r0 + bs)
-        gemm_rows(A[r0:r1], M, out[r0:r1])
+    n = M1.shape[0]
+    starts, heights = row_tiles(m, plan)
+    nt = starts.shape[0]
+    width, npan = panels(n, plan, nprod * nt < 2 * nthreads)
+    scal = np.array([1.0, 0.0])
+    for task in prange(nprod * nt * npan):
+        g = task // (nt * npan)
+        rem = task - g * nt * npan
+        i = rem // npan
+        j = rem - i * npan
+        c0 = j * width
+        w = min(n, c0 + width) - c0
+        if g == 0:
+            gemm_tile(K, starts[i], heights[i], M1, c0, w, P1, starts[i], scal)
+        else:
+            gemm_tile(K, starts[i], heights[i], M2, c0, w, P2, starts[i], scal)
+
+
+@kernel(parallel=True)
+def probe_calls(A, M, jobs, width, P):
+    """The probe of :func:`fastsm._products.tile_plan`: job ``(r0, h, full, out0)`` computes rows
+    ``A[r0:r0+h] @ M`` into ``P[out0:out0+h]`` in one call (``full``) or panels of ``width``."""
+    n = M.shape[0]
+    npan = (n + width - 1) // width
+    scal = np.array([1.0, 0.0])
+    for t in prange(jobs.shape[0]):
+        r0, h, full, out0 = jobs[t, 0], jobs[t, 1], jobs[t, 2], jobs[t, 3]
+        if full:
+            gemm_tile(A, r0, h, M, 0, n, P, out0, scal)
+        else:
+            for j in range(npan):
+                c0 = j * width
+                gemm_tile(A, r0, h, M, c0, min(n, c0 + width) - c0, P, out0, scal)

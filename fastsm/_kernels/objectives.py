@@ -2,8 +2,8 @@
 
 Per evaluation only ``K_Y^-1 k_y`` and one second product (``K_XY^-1 k_y``
 for SMTGP, ``C k_y`` with ``C = K_Y^-1 K_X K_Y^-1`` for IKLTGP) depend on
-``y``.  :func:`evaluate_rows` computes them for a whole batch of points with
-two GEMMs (BLAS-3); everything else per point is O(N·dy).
+``y``.  :func:`evaluate_rows` computes them for a whole batch of points as
+GEMM tiles (BLAS-3); everything else per point is O(N·dy).
 
 Per-point fixed data (depends on ``x`` only), one row per point in ``F``:
 
@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
+from fastsm._kernels.gemm import padded_rows, plan_products
 from fastsm._kernels.rank_one import bordered_inverse
 from fastsm._kernels.rbf import contract_jacobian, kernel_row
 from fastsm.config import kernel
@@ -174,57 +175,30 @@ def sm_cubic_point(ky, kx, Kyinv, Kxinv, logdet_y, logdet_x, kyy, kxx, alpha):
 
 
 @kernel()
-def workspace(m, n):
-    """Scratch for :func:`evaluate_rows` of up to ``m`` rows: kernel rows, two products, GEMM tiles."""
-    return np.empty((5, m + 2, n))
-
-
-#: Largest row tile of one GEMM call.
-TILE_ROWS = 256
-#: Target width of a column panel of the products.
-PANEL_COLS = 256
-
-
-@kernel()
-def panel_layout(n):
-    """``(width, count)`` of the column panels of an ``n``-column product: a function of ``n`` only."""
-    count = max(1, (n + PANEL_COLS // 2) // PANEL_COLS)
-    width = (n + count - 1) // count
-    width = ((width + 7) // 8) * 8
-    return width, (n + width - 1) // width
-
-
-@kernel()
-def tile_layout(m):
-    """``(rows, count)`` of balanced, even row tiles of at most ``TILE_ROWS`` rows for ``m`` (even) rows."""
-    count = (m + TILE_ROWS - 1) // TILE_ROWS
-    rows = (m + count - 1) // count
-    rows += rows % 2
-    return rows, (m + rows - 1) // rows
+def workspace(m, n, unit):
+    """Scratch for :func:`evaluate_rows` of up to ``m`` rows (padded to ``unit``): kernel rows, two products."""
+    return np.empty((3, padded_rows(m, unit), n))
 
 
 @kernel(parallel=True)
 def evaluate_rows(method, idx, Yt, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F, eta_x, xwx,
-                  logdet_y, logdet_x, work, value, grad, eta_y, eta_xy, hits, cubic, held, nthreads):
+                  logdet_y, logdet_x, work, value, grad, eta_y, eta_xy, hits, cubic, held, plan, nthreads):
     """Evaluate objective and gradient at ``Yt[r]`` for points ``idx[r]``.
 
     Row ``r`` of the outputs belongs to trial point ``Yt[r]`` of test point
     ``idx[r]`` (whose fixed data is row ``idx[r]`` of ``F``/``eta_x``/``xwx``).
-    ``M1``/``M2`` are the method's precomputed symmetric ``N×N`` matrices;
-    ``work`` is a :func:`workspace` of at least ``len(idx)`` rows.
+    ``M1``/``M2`` are the method's precomputed ``N×N`` matrices; ``work`` is
+    a :func:`workspace` of at least ``len(idx)`` rows for ``plan.unit``.
 
     Three parallel loops: kernel rows (one task per row); the products
-    ``K M1`` and ``K M2`` as a grid of GEMM tiles — balanced even row tiles
-    of at most :data:`TILE_ROWS` rows, full width when there are at least
-    two tiles per thread, otherwise times column panels of about
-    :data:`PANEL_COLS` (``M[:, c0:c1] = M[c0:c1].T`` by symmetry, so every
-    operand is contiguous) so that even a call of a few rows keeps every
-    thread busy; then the O(N·dy) per-point work.  An odd row count is
-    padded with a copy of its last row (OpenBLAS computes odd tails with
-    another kernel): with OpenBLAS a row's product then does not depend on
-    the tile it sits in, its position there, or the panel split
-    (tests/test_hardening.py checks this BLAS), so results depend neither on
-    the thread count nor on the other rows of the call.
+    ``K M1`` and ``K M2`` by the tiles of ``plan``
+    (:func:`~fastsm._kernels.gemm.plan_products`: call shapes from a menu
+    that depends on ``N`` only, checked on this process's BLAS to give every
+    row the same arithmetic wherever it sits); then the O(N·dy) per-point
+    work.  The rows are padded with zero rows to the plan's unit.  A row's
+    result therefore depends on nothing but its own data: not on the other
+    rows of the call, their number, the thread count or ``nthreads``, which
+    only chooses between full-width tiles and column panels.
 
     ``cubic`` is ``None``, or ``K_X^-1`` for the O(N^3) reference form
     (``method == SM_CUBIC``).  Being ``None`` at compile time removes that
@@ -237,7 +211,7 @@ def evaluate_rows(method, idx, Yt, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M
     inverses of the ``N-1`` remaining points (:func:`downdate_products`).
 
     ``nthreads``: the caller's Numba thread count (``numba.get_num_threads()``
-    inside a kernel would make it uncacheable); it chooses the tiling only.
+    inside a kernel would make it uncacheable).
     """
     m = idx.shape[0]
     n = Z.shape[0]
@@ -256,69 +230,18 @@ def evaluate_rows(method, idx, Yt, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M
             _cubic_row(r, idx, Yt, Z, gamma, kyy, kxx, alpha, beta, M1, cubic, F, logdet_y, logdet_x, Kbuf,
                        value, grad, eta_y, eta_xy, hits)
         return
-    mp = m + m % 2
-    if mp > m:
+    for r in range(m, padded_rows(m, plan.unit)):
         for j in range(n):
-            Kbuf[m, j] = Kbuf[m - 1, j]
-    nprod = 1 if method == KL else 2
-    width, npan = panel_layout(n)
-    trows, ntile = tile_layout(mp)
-    tiles = work[3:5].reshape(2 * work.shape[1] * n)
-    if nprod * ntile >= 2 * nthreads:
-        # enough row tiles to keep every thread busy: full-width products straight into P1/P2
-        npan = 0
-        for task in prange(nprod * ntile):
-            r0 = (task % ntile) * trows
-            r1 = min(mp, r0 + trows)
-            if task < ntile:
-                np.dot(Kbuf[r0:r1], M1, P1[r0:r1])
-            else:
-                np.dot(Kbuf[r0:r1], M2, P2[r0:r1])
-    else:
-        for task in prange(nprod * npan * ntile):
-            _gemm_tile(task, ntile, npan, width, trows, mp, n, Kbuf, M1, M2, tiles)
+            Kbuf[r, j] = 0.0
+    plan_products(Kbuf, m, M1, M2, 1 if method == KL else 2, P1, P2, plan, nthreads)
     for r in prange(m):
         _row_value_grad(method, r, idx, Yt, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F, eta_x, xwx,
-                        Kbuf, P1, P2, tiles, mp, width, npan, nprod, value, grad, eta_y, eta_xy, hits, held)
-
-
-@kernel()
-def _gemm_tile(task, ntile, npan, width, trows, mp, n, Kbuf, M1, M2, tiles):
-    """Tile ``task`` of the products: rows ``r0:r1`` of ``K`` times columns ``c0:c1`` of ``M1`` or ``M2``.
-
-    Product ``g`` panel ``j`` is stored as an ``mp × (c1-c0)`` C-ordered
-    block at ``g mp n + c0 mp`` of ``tiles``.
-    """
-    g = task // (npan * ntile)
-    rem = task - g * npan * ntile
-    j = rem // ntile
-    i = rem - j * ntile
-    r0 = i * trows
-    r1 = min(mp, r0 + trows)
-    c0 = j * width
-    c1 = min(n, c0 + width)
-    w = c1 - c0
-    base = g * mp * n + c0 * mp + r0 * w
-    out = tiles[base:base + (r1 - r0) * w].reshape((r1 - r0, w))
-    if g == 0:
-        np.dot(Kbuf[r0:r1], M1[c0:c1].T, out)
-    else:
-        np.dot(Kbuf[r0:r1], M2[c0:c1].T, out)
+                        Kbuf, P1, P2, value, grad, eta_y, eta_xy, hits, held)
 
 
 @kernel()
 def _row_value_grad(method, r, idx, Yt, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F, eta_x, xwx,
-                    Kbuf, P1, P2, tiles, mp, width, npan, nprod, value, grad, eta_y, eta_xy, hits, held):
-    n = Z.shape[0]
-    for g in range(nprod if npan > 0 else 0):
-        P = P1 if g == 0 else P2
-        for j in range(npan):
-            c0 = j * width
-            c1 = min(n, c0 + width)
-            w = c1 - c0
-            base = g * mp * n + c0 * mp + r * w
-            for c in range(w):
-                P[r, c0 + c] = tiles[base + c]
+                    Kbuf, P1, P2, value, grad, eta_y, eta_xy, hits, held):
     Q2 = P1[r] if method == KL else P2[r]
     p = idx[r]
     if held is not None:

@@ -48,7 +48,7 @@ _WAITING, _START, _SEARCH, _DONE = 0, 1, 2, 3
 @kernel()
 def minimize_batch(method, Y0, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F, eta_x, xwx,
                    logdet_y, logdet_x, max_iter, xtol, ftol, max_step, use_bfgs, window, nthreads, stop, cubic,
-                   held):
+                   held, plan):
     """Minimise the TGP objective of every point, starting from ``Y0``.
 
     Continuous batching: at most ``window`` points are in flight; every
@@ -69,7 +69,7 @@ def minimize_batch(method, Y0, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F
     round: a non-zero value (set by another thread, e.g. on Ctrl-C) ends the
     run with the points still active marked unconverged.  ``cubic``: see
     :func:`~fastsm._kernels.objectives.evaluate_rows`, and ``held`` (exact
-    leave-one-out) too.  ``xtol`` and ``max_step`` are per point (a
+    leave-one-out) and ``plan`` (the products' tile plan) too.  ``xtol`` and ``max_step`` are per point (a
     leave-one-out model's output spread is its own).  A point whose step or
     objective becomes non-finite stops unconverged.
 
@@ -101,7 +101,7 @@ def minimize_batch(method, Y0, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F
     exy_acc = np.full(B, np.nan)
 
     w = max(1, min(window, B))
-    work = workspace(w, n)
+    work = workspace(w, n, plan.unit)
     slot = np.full(w, -1, dtype=np.int64)
     rows = np.empty(w, dtype=np.int64)
     row_slot = np.empty(w, dtype=np.int64)
@@ -130,7 +130,7 @@ def minimize_batch(method, Y0, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F
             break
         evaluate_rows(method, rows[:nr], Yt[:nr], Z, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F,
                       eta_x, xwx, logdet_y, logdet_x, work, ft[:nr], Gt[:nr], ey[:nr], exy[:nr], ht[:nr],
-                      cubic, held, nthreads)
+                      cubic, held, plan, nthreads)
         for r in range(nr):
             p = rows[r]
             n_eval[p] += 1

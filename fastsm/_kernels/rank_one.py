@@ -82,3 +82,14 @@ def schur_rows(Krows, Urows, kzz, floor, eta):
             hits[p] = 1
         eta[p] = e
     return hits.sum()
+
+
+@kernel(parallel=True)
+def row_dots(A, B, out):
+    """``out[p] = A[p] . B[p]``, each row summed in one fixed order (whatever the other rows are)."""
+    m, n = A.shape
+    for p in prange(m):
+        s = 0.0
+        for j in range(n):
+            s += A[p, j] * B[p, j]
+        out[p] = s

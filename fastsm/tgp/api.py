@@ -16,10 +16,10 @@ import numpy as np
 
 from fastsm import config
 from fastsm._kernels import objectives as obj
-from fastsm._kernels.gemm import blocked_gemm
 from fastsm._kernels.optimize import minimize_batch
-from fastsm._kernels.rank_one import schur_rows
+from fastsm._kernels.rank_one import row_dots, schur_rows
 from fastsm._kernels.rbf import rbf_cross
+from fastsm._products import tile_plan, times
 from fastsm._progress import Progress
 from fastsm._threads import Compute, run_interruptible
 from fastsm._validation import as_2d, check_choice, check_int, check_scalar
@@ -111,7 +111,8 @@ def _point_data(model: TGPModel, Xb: np.ndarray, method: str):
     eta_x = np.empty(Xb.shape[0])
     schur_rows(Kx, Ux, 1.0 + p.lambda_x, _floor(model), eta_x)
     W = _times(Kx, model.Kxy_inv)
-    xwx = np.einsum("ij,ij->i", Kx, W)
+    xwx = np.empty(Xb.shape[0])
+    row_dots(Kx, W, xwx)
     if method == "kl":
         F = Ux
     elif method == "ikl":
@@ -124,9 +125,8 @@ def _point_data(model: TGPModel, Xb: np.ndarray, method: str):
 
 
 def _times(A: np.ndarray, M: np.ndarray) -> np.ndarray:
-    out = np.empty((A.shape[0], M.shape[1]))
-    blocked_gemm(A, M, out)
-    return out
+    """``A @ M`` row by row independently of the other rows (:func:`fastsm._products.times`)."""
+    return times(A, M)
 
 
 def _method_mats(model: TGPModel, method: str):
@@ -344,7 +344,7 @@ def _optimize(model: TGPModel, method: str, Y0: np.ndarray, point_data, held, sp
                 floor, M1, M2, F, eta_x, xwx, model.logdet_y, model.logdet_x,
                 max_iter, xtol[s:e], ftol, max_step[s:e], optimizer == "bfgs", config.DEFAULT_WINDOW,
                 numba.get_num_threads(), run.stop,
-                model.Kx_inv if method == "sm_cubic" else None, hb,
+                model.Kx_inv if method == "sm_cubic" else None, hb, tile_plan(model.n_train),
             )
             out["y"][s:e], out["f"][s:e], out["it"][s:e], out["ev"][s:e] = Yb, fb, itb, evb
             out["cv"][s:e], out["h"][s:e], out["ex"][s:e] = cvb & ~ex, hits, ex
@@ -423,12 +423,13 @@ def evaluate(model: TGPModel, method: str, F, eta_x, xwx, Yb, M1, M2, val, grad,
     p = model.params
     m = Yb.shape[0]
     eta_y, eta_xy = np.empty(m), np.empty(m)
+    plan = tile_plan(model.n_train)
     obj.evaluate_rows(
         _METHOD_CODE[method], np.arange(m), np.ascontiguousarray(Yb), model.Y, p.gamma_y, 1.0 + p.lambda_y,
         1.0 + p.lambda_x, p.alpha, p.beta if beta is None else beta, _floor(model), M1, M2, F, eta_x, xwx,
-        model.logdet_y, model.logdet_x, obj.workspace(m, model.n_train), val, grad, eta_y, eta_xy,
+        model.logdet_y, model.logdet_x, obj.workspace(m, model.n_train, plan.unit), val, grad, eta_y, eta_xy,
         np.zeros(m, dtype=np.int64), model.Kx_inv if method == "sm_cubic" else None,
-        None if held is None else np.ascontiguousarray(held, dtype=np.int64), numba.get_num_threads(),
+        None if held is None else np.ascontiguousarray(held, dtype=np.int64), plan, numba.get_num_threads(),
     )
     return eta_y, eta_xy
 

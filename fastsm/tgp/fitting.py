@@ -3,10 +3,11 @@
 Determinism: LAPACK's multi-threaded Cholesky and its inverse change their
 blocking with the thread count (measured: inverses differ by ~1e-7 between 1
 and 2 OpenBLAS threads at lambda = 1e-4, SMTGP predictions then by 1.6e-3).
-The factorisations therefore always run on one BLAS thread, and the one
-O(N^3) product (``C`` for IKLTGP) runs on Numba's threads by fixed row blocks
-(:func:`fastsm._kernels.gemm.blocked_gemm`), whose results do not depend on the
-thread count.  A fitted model is bitwise the same whatever ``threads`` is.
+The factorisations therefore always run on one BLAS thread (LAPACK's calls
+then have shapes that depend on ``N`` only), and the O(N^3) products (``C``
+for IKLTGP) run on Numba's threads as the checked tiles of
+:func:`fastsm._products.times`, whose rows do not depend on the thread count.
+A fitted model is bitwise the same whatever ``threads`` is.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from fastsm._kernels.gemm import blocked_gemm
 from fastsm._kernels.rbf import rbf_gram
 from fastsm._lapack import potrf_potri
+from fastsm._products import times
 from fastsm._threads import resolve_threads, thread_limits
 from fastsm._validation import as_2d, as_float_array
 
@@ -132,12 +133,6 @@ def ridge(X: np.ndarray, Y: np.ndarray, sample_weight: np.ndarray | None = None)
     return np.linalg.lstsq(A, b, rcond=None)[0]
 
 
-def _read_only(a: np.ndarray) -> np.ndarray:
-    v = a.view()
-    v.setflags(write=False)
-    return v
-
-
 def weighted_gram(Z: np.ndarray, gamma: float, lam: float, sample_weight: np.ndarray | None) -> np.ndarray:
     """``K0 + lam I``, or ``K0 + lam W^-1`` with weights: GP noise ``lam / w_i`` (MATH §6).
 
@@ -168,15 +163,12 @@ def factorize(X: np.ndarray, Y: np.ndarray, params, methods: tuple[str, ...], th
             (Kx_inv, ld_x), (Ky_inv, ld_y), (Kxy_inv, ld_xy) = (spd_inverse(*j) for j in jobs)
         C = None
         if "ikl" in methods:
-            # read-only operands: the same specialisation as predict's products (one compile)
-            T = np.empty_like(Kx)
-            blocked_gemm(Kx, _read_only(Ky_inv), T)
-            C = np.empty_like(Kx)
-            blocked_gemm(Ky_inv, _read_only(T), C)
+            C = times(Ky_inv, times(Kx, Ky_inv))
             C = np.ascontiguousarray(0.5 * (C + C.T))
+        coef = ridge(X, Y, sample_weight)
     spread = float(np.sqrt(np.sum(np.var(Y, axis=0))))
     return {
         "Kx_inv": Kx_inv, "Ky_inv": Ky_inv, "Kxy_inv": Kxy_inv, "C": C,
         "logdet_x": ld_x, "logdet_y": ld_y, "logdet_xy": ld_xy,
-        "y_spread": spread if spread > 0.0 else 1.0, "ridge_coef": ridge(X, Y, sample_weight),
+        "y_spread": spread if spread > 0.0 else 1.0, "ridge_coef": coef,
     }

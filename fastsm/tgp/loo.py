@@ -24,7 +24,7 @@ from typing import Literal
 import numpy as np
 
 from fastsm import config
-from fastsm._kernels.rank_one import schur_rows
+from fastsm._kernels.rank_one import row_dots, schur_rows
 from fastsm._kernels.rbf import rbf_cross
 from fastsm._validation import check_choice, check_scalar
 from fastsm.tgp.api import _check_model, _check_options, _floor, _optimize, _times, _warn_extrapolated, start
@@ -55,7 +55,8 @@ def _loo_point_data(model: TGPModel, idx: np.ndarray, method: str):
     schur_rows(Kx, Ux, 1.0 + p.lambda_x, _floor(model), eta_x)
     W = _times(Kx, model.Kxy_inv)
     _downdate_rows(Kx, W, model.Kxy_inv, idx)
-    xwx = np.einsum("ij,ij->i", Kx, W)
+    xwx = np.empty(m)
+    row_dots(Kx, W, xwx)
     if method == "kl":
         F = Ux
     elif method == "ikl":
