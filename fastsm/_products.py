@@ -20,8 +20,8 @@ random data (:class:`Probe`):
 
 :func:`choose` then keeps a menu — a unit ``u`` and the heights that are
 multiples of it up to a top — all of whose calls give every row the same
-bits.  Rows are padded with zero rows to a multiple of ``u``.  One row per
-call (identical calls, so deterministic on any BLAS, at GEMV speed) is the
+bits.  A call's rows are covered by the cheapest set of menu heights,
+padded with zero rows.  One row per call (identical calls, so deterministic on any BLAS, at GEMV speed) is the
 menu of last resort; a ``RuntimeWarning`` says when it is used.
 
 A BLAS call's arithmetic depends on its shape and strides, not on the
@@ -40,7 +40,8 @@ import warnings
 import numba
 import numpy as np
 
-from fastsm._kernels.gemm import TilePlan, padded_rows, plan_products, probe_calls
+from fastsm._kernels.gemm import CALL_OVERHEAD_ROWS, TilePlan, padded_rows, plan_products, probe_calls, row_tiles
+from fastsm._threads import thread_limits
 
 #: Largest tile height.
 TOP = 256
@@ -48,10 +49,6 @@ TOP = 256
 PANEL_COLS = 256
 #: Candidate tile heights: ``2^a`` and ``3·2^a`` up to :data:`TOP`.
 HEIGHTS: tuple[int, ...] = tuple(sorted({2**a for a in range(9)} | {3 * 2**a for a in range(7)}))
-#: A menu whose largest height is at least this is efficient enough to prefer the smallest unit.
-GOOD_TOP = 96
-#: A menu with working column panels is preferred up to this many times the smallest unit.
-PANEL_UNIT_SLACK = 4
 
 
 def panel_width(n: int) -> int:
@@ -70,7 +67,8 @@ class Probe:
     ``invariant(h)``: the same call one row further on gives every row the
     same bits (a row's position in the call does not matter);
     ``panels_agree(hs)``: the column-panel calls give the full-width rows.
-    Run with BLAS limited to one thread (as the products run).
+    Every run holds BLAS at one thread (multi-threaded OpenBLAS splits a call
+    differently and rounds differently).
     """
 
     def __init__(self, n: int) -> None:
@@ -87,7 +85,8 @@ class Probe:
         rows = np.cumsum([0] + [j[1] for j in jobs])
         table = np.array([(r0, h, full, rows[i]) for i, (r0, h, full) in enumerate(jobs)], dtype=np.int64)
         P = np.empty((int(rows[-1]), self.n))
-        probe_calls(self.A, self.M, table, self.width if self.width else self.n, P)
+        with thread_limits(None):  # BLAS on one thread inside, as the products run (reentrant)
+            probe_calls(self.A, self.M, table, self.width if self.width else self.n, P)
         for i, (r0, h, full) in enumerate(jobs):
             if full:
                 self._full[(r0, h)] = P[rows[i]:rows[i + 1]]
@@ -131,35 +130,42 @@ def menus(probe: Probe) -> list[tuple[int, tuple[int, ...]]]:
     return found
 
 
+#: Round sizes over which menus are compared (the optimiser's rounds run from 1 to its window, 512).
+ROUND_SIZES = (1, 2, 3, 5, 8, 13, 20, 32, 50, 80, 128, 200, 320, 512)
+#: Menus within this factor of the cheapest count as equally cheap; among them panels are preferred.
+COST_SLACK = 1.05
+
+
+def menu_cost(heights) -> float:
+    """(Rows computed + per-call overhead) / rows needed, summed over :data:`ROUND_SIZES`."""
+    plan = TilePlan(np.array(heights, dtype=np.int64), int(heights[-1]), 0)
+    total = 0.0
+    for m in ROUND_SIZES:
+        _, hs = row_tiles(m, plan)
+        total += hs.sum() + CALL_OVERHEAD_ROWS * len(hs)
+    return total / sum(ROUND_SIZES)
+
+
 def choose(probe: Probe) -> tuple[tuple[int, ...], int, bool]:
     """``(heights, unit, panels)``: the tiles :func:`tile_plan` allows.
 
-    Among valid :func:`menus` reaching :data:`GOOD_TOP` rows: the smallest
-    unit whose column panels agree too, if that unit is at most
-    :data:`PANEL_UNIT_SLACK` times the smallest; else the smallest unit
-    without panels.  With no menu reaching ``GOOD_TOP``: the largest top.
+    The valid :func:`menus` ranked by :func:`menu_cost`; among those within
+    :data:`COST_SLACK` of the cheapest, the first whose column panels agree
+    with the full-width rows, else the cheapest without panels.
     """
-    found = menus(probe)
-    good = [(u, hs) for u, hs in found if hs[0] >= GOOD_TOP]
-    if not good:
-        unit, hs = max(found, key=lambda c: (c[1][0], -c[0]))
-        return hs, unit, probe.panels_agree(hs)
-    for unit, hs in good:
-        if unit > PANEL_UNIT_SLACK * good[0][0]:
+    ranked = sorted(((menu_cost(hs), unit, hs) for unit, hs in menus(probe)), key=lambda c: (c[0], c[1]))
+    for cost, unit, hs in ranked:
+        if cost > COST_SLACK * ranked[0][0]:
             break
         if probe.panels_agree(hs):
             return hs, unit, True
-    unit, hs = good[0]
+    _, unit, hs = ranked[0]
     return hs, unit, False
 
 
 @functools.cache
 def tile_plan(n: int) -> TilePlan:
-    """The checked call shapes for products with ``n`` columns (memoised per process).
-
-    Must run with BLAS limited to one thread: every caller is inside
-    :func:`fastsm._threads.thread_limits`.
-    """
+    """The checked call shapes for products with ``n`` columns (memoised per process)."""
     heights, unit, panels_ok = choose(Probe(n))
     if heights == (1,) and n >= 64:
         warnings.warn(
@@ -178,7 +184,7 @@ def times(A: np.ndarray, M: np.ndarray, plan: TilePlan | None = None) -> np.ndar
     if M.shape != (n, n):
         raise ValueError(f"times needs a square right factor with {n} rows, got {M.shape}")
     plan = tile_plan(n) if plan is None else plan
-    mp = padded_rows(m, plan.unit)
+    mp = padded_rows(m, plan)
     Ap = np.zeros((mp, n))
     Ap[:m] = A
     out = np.empty((mp, n))

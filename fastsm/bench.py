@@ -82,7 +82,8 @@ def dgemm_gflops(n: int, b: int, threads: int | None, repeat: int = 3) -> float:
     rng = np.random.default_rng(0)
     A, M = rng.random((b, n)), rng.random((n, n))
     plan = TilePlan(np.array([256, 128, 64, 32, 16, 8, 4, 2, 1], dtype=np.int64), 1, 0)
-    out = np.empty((padded_rows(b, 1), n))
+    out = np.empty((padded_rows(b, plan), n))
+    A = np.vstack([A, np.zeros((out.shape[0] - b, n))])
     with threadpool_limits(resolve_threads(threads), user_api="blas"):
         t_numpy = best_of(lambda: A @ M, repeat)
     with thread_limits(threads):

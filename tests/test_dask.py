@@ -36,6 +36,7 @@ def setup():
     cluster.close()
 
 
+@pytest.mark.determinism
 def test_numpy_and_dask_arrays_equal_in_process(setup):
     model, Xt, ref, client = setup
     got = fdask.predict(model, Xt, client=client, block_size=64)
@@ -45,6 +46,7 @@ def test_numpy_and_dask_arrays_equal_in_process(setup):
     np.testing.assert_allclose(got2.y, tgp.predict(model, Xt, method="kl").y, rtol=1e-12, atol=0)
 
 
+@pytest.mark.determinism
 def test_local_model_and_gmm_pairwise(setup):
     model, Xt, _, client = setup
     local = tgp.fit_local(model.X, model.Y, PARAMS, n_neighbors=40)
@@ -55,6 +57,7 @@ def test_local_model_and_gmm_pairwise(setup):
                                gmm.pairwise(mixtures, method="var"), rtol=1e-12, atol=0)
 
 
+@pytest.mark.determinism
 def test_a_killed_worker_loses_no_rows(setup):
     model, Xt, ref, client = setup
     pids = list(client.run(os.getpid).values())

@@ -34,6 +34,7 @@ def toy():
 
 # 1. determinism of fit and predict with respect to the thread count
 
+@pytest.mark.determinism
 def test_fit_is_bitwise_independent_of_threads(toy):
     Xtr, Xte, Ytr, _ = toy
     m1, m2 = tgp.fit(Xtr, Ytr, threads=1), tgp.fit(Xtr, Ytr, threads=2)
@@ -47,6 +48,7 @@ def test_fit_is_bitwise_independent_of_threads(toy):
 
 # 2. batching
 
+@pytest.mark.determinism
 @pytest.mark.parametrize("method", ["kl", "ikl", "sm"])
 def test_batch_size_does_not_change_predictions(method):
     """Bitwise on every BLAS: each product row comes from call shapes checked by fastsm._products."""

@@ -24,6 +24,7 @@ def test_k_equal_n_is_the_global_model(data, method):
     np.testing.assert_allclose(loc.log_certainty, g.log_certainty, rtol=1e-10)
 
 
+@pytest.mark.determinism
 def test_local_model_equals_a_fit_on_the_neighbours(data):
     from scipy.spatial import cKDTree
 
@@ -36,6 +37,7 @@ def test_local_model_equals_a_fit_on_the_neighbours(data):
         np.testing.assert_array_equal(loc.y[i], ref.y[0])
 
 
+@pytest.mark.determinism
 def test_exact_sharing_changes_nothing_and_threads_change_nothing(data):
     X, Xt, Y, _ = data
     Xq = np.vstack([Xt, Xt[:10] + 1e-9])  # near-duplicates share their neighbour sets

@@ -92,6 +92,7 @@ def test_weighted_loo_equals_refit():
     np.testing.assert_allclose(loo.y[idx], y_bf, rtol=0, atol=1e-6)
 
 
+@pytest.mark.determinism
 def test_loo_does_not_depend_on_batch_size_or_threads(data):
     X, Y = data
     model = tgp.fit(X, Y, PARAMS)

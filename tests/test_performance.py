@@ -34,11 +34,12 @@ def _evaluate(model, X, Y, method, nthreads):
         plan = tile_plan(model.n_train)
         obj.evaluate_rows(api._METHOD_CODE[method], np.arange(m), Y, model.Y, p.gamma_y, 1 + p.lambda_y,
                           1 + p.lambda_x, p.alpha, 1.0, api._floor(model), M1, M2, F, eta_x, xwx, model.logdet_y,
-                          model.logdet_x, obj.workspace(m, model.n_train, plan.unit), *out, None, None, plan,
+                          model.logdet_x, obj.workspace(m, model.n_train, plan.heights[0]), *out, None, None, plan,
                           nthreads)
     return out[0], out[1]
 
 
+@pytest.mark.determinism
 @pytest.mark.parametrize("method", ["kl", "ikl", "sm"])
 def test_full_width_and_panel_tilings_agree(method):
     """nthreads only picks the tiling: 1 gives full-width tiles, 1000 column panels where the plan allows them."""
@@ -51,6 +52,7 @@ def test_full_width_and_panel_tilings_agree(method):
     np.testing.assert_array_equal(g1, g2)
 
 
+@pytest.mark.determinism
 def test_window_does_not_change_predictions(problem, monkeypatch):
     """Continuous batching: a point's path depends on its own evaluations only."""
     model, X = problem
@@ -87,6 +89,7 @@ def test_certainty_comes_from_the_last_evaluation(problem):
     np.testing.assert_allclose(pred.log_certainty, tgp.certainty(model, X, pred.y), rtol=0, atol=1e-10)
 
 
+@pytest.mark.determinism
 def test_predictions_are_bitwise_the_same_for_one_and_two_threads(problem):
     model, X = problem
     for method in ("kl", "sm"):

@@ -74,6 +74,7 @@ def test_predictions_agree_with_reference(method, case):
     assert ours.converged.mean() >= 0.9
 
 
+@pytest.mark.determinism
 @pytest.mark.parametrize("method", METHODS)
 def test_one_and_two_threads_agree(method):
     Xtr, Xte, Ytr, Yte = datasets.toy1(0, n_train=300, n_test=300)

@@ -538,7 +538,9 @@ def polish(p, mu, tol, max_outer, max_inner, tau, gaps, stop):
     reaches the face's boundary drops that atom (ratio test), so the support
     only holds atoms with ``mu > 0``.  Each Newton step costs
     O(n_te k^2) for a support of k atoms.  ``gaps[o]`` records the gap
-    before outer iteration ``o``.
+    before outer iteration ``o``.  A round in which Newton cannot move
+    ``mu`` (e.g. a Hessian that is not numerically positive definite)
+    ends the polish with ``STOP_LINE_SEARCH``: the next round would repeat it.
 
     Returns ``(n_outer, stop_reason)``.
     """
@@ -564,8 +566,12 @@ def polish(p, mu, tol, max_outer, max_inner, tau, gaps, stop):
             return o, STOP_MAX_ITER
         if stop[0] != 0:
             return o, STOP_INTERRUPTED
+        # the support afresh: atoms added last round that Newton never moved (mu = 0) are not kept,
+        # so an atom is never in S twice and k <= n_c
+        k = _support(mu, S)
         k = _add_candidates(gt, mg, mu, S, k, N_ADD)
         f = log_sum(z)
+        moved = False
         for _ in range(max_inner):
             E = np.empty((k, n))
             for q in range(k):
@@ -631,6 +637,7 @@ def polish(p, mu, tol, max_outer, max_inner, tau, gaps, stop):
                 break
             for q in range(k):
                 mu[S[q]] += rho * delta[q]
+            moved = True
             if rho == t_max:
                 mu[S[q_hit]] = -1.0  # reached the face's boundary: dropped below
             kk = 0
@@ -650,4 +657,8 @@ def polish(p, mu, tol, max_outer, max_inner, tau, gaps, stop):
             for j in range(n):
                 r[j] = 1.0 / z[j]
             f = log_sum(z)
+        if not moved:
+            # mu, hence the gradient and the candidates, are what they were: another round repeats this one
+            gaps[o + 1] = gaps[o]
+            return o + 1, STOP_LINE_SEARCH
     return max_outer, STOP_MAX_ITER

@@ -6,8 +6,9 @@ is cut into *tiles*, and each tile is one single-threaded DGEMM call
 ``P[r0:r0+h, c0:c0+w] = K[r0:r0+h] @ M[:, c0:c0+w]`` whose shape comes from a
 :class:`TilePlan`:
 
-* the tile heights ``h`` come from a short menu that depends on ``N`` only
-  (rows are padded with zero rows to a multiple of the menu's unit);
+* the tile heights ``h`` come from a short menu that depends on ``N`` only;
+  a call of ``m`` rows is covered by the cheapest set of menu heights
+  (:func:`row_tiles`), padded with zero rows;
 * the columns are either the full width or fixed panels of ``panel_width``
   columns, a function of ``N`` only;
 * operands are addressed in place with their leading dimensions (no copies,
@@ -64,7 +65,7 @@ class TilePlan(NamedTuple):
     heights : ndarray of int64
         Allowed tile heights, descending; all multiples of ``unit``.
     unit : int
-        Rows of a call are padded with zero rows to a multiple of this.
+        The smallest height (every height is a multiple of it).
     panel_width : int
         Width of the column panels (the last one narrower), or 0 when every
         call is full width.
@@ -103,40 +104,60 @@ def gemm_tile(K, r0, h, M, c0, w, P, p0, scal):
             _ptr(P, p0 * ldp + c0), ldp)
 
 
-@kernel()
-def padded_rows(m, unit):
-    """``m`` rounded up to a multiple of ``unit``."""
-    return ((m + unit - 1) // unit) * unit
+#: Cost of one DGEMM call beyond its rows, in rows (packing the right factor's panel; measured
+#: 16-row tiles at ~half the rate of 256-row tiles on N = 1000-2000).
+CALL_OVERHEAD_ROWS = 12
 
 
 @kernel()
 def row_tiles(m, plan):
-    """``(starts, heights)`` of the tiles covering ``padded_rows(m, plan.unit)`` rows, largest first."""
-    mp = padded_rows(m, plan.unit)
+    """``(starts, heights)`` of the tiles covering ``m`` rows, padded rows included.
+
+    The cheapest cover of at least ``m`` rows by the plan's heights with
+    cost ``sum(h + CALL_OVERHEAD_ROWS)`` (a small dynamic programme over row
+    counts, a function of ``m`` and the plan only), largest tiles first.
+    """
     hs = plan.heights
+    top = hs[0]
+    limit = m + top
+    cost = np.full(limit + 1, np.inf)
+    pick = np.zeros(limit + 1, dtype=np.int64)
+    cost[0] = 0.0
+    for r in range(1, limit + 1):  # cost[r]: cheapest cover of exactly r rows
+        for h in hs:
+            if h <= r and cost[r - h] + h + CALL_OVERHEAD_ROWS < cost[r]:
+                cost[r] = cost[r - h] + h + CALL_OVERHEAD_ROWS
+                pick[r] = h
+    best = m
+    for r in range(m, limit + 1):
+        if cost[r] < cost[best]:
+            best = r
     count = 0
-    left = mp
-    while left > 0:
-        for h in hs:
-            if h <= left:
-                left -= h
-                count += 1
-                break
-    starts = np.empty(count, dtype=np.int64)
+    r = best
+    while r > 0:
+        count += 1
+        r -= pick[r]
     heights = np.empty(count, dtype=np.int64)
-    left = mp
-    r0 = 0
-    i = 0
-    while left > 0:
-        for h in hs:
-            if h <= left:
-                starts[i] = r0
-                heights[i] = h
-                r0 += h
-                left -= h
-                i += 1
-                break
+    r = best
+    for i in range(count):
+        heights[i] = pick[r]
+        r -= pick[r]
+    heights = np.sort(heights)[::-1].copy()
+    starts = np.empty(count, dtype=np.int64)
+    r = 0
+    for i in range(count):
+        starts[i] = r
+        r += heights[i]
     return starts, heights
+
+
+@kernel()
+def padded_rows(m, plan):
+    """Rows the tiles of ``m`` rows cover (``m`` plus zero padding): at most ``m + plan.heights[0]``."""
+    starts, heights = row_tiles(m, plan)
+    if starts.shape[0] == 0:
+        return 0
+    return starts[-1] + heights[-1]
 
 
 @kernel()
@@ -152,8 +173,8 @@ def panels(n, plan, use_panels):
 def plan_products(K, m, M1, M2, nprod, P1, P2, plan, nthreads):
     """``P1[:mp] = K[:mp] @ M1`` and (``nprod == 2``) ``P2[:mp] = K[:mp] @ M2`` by the plan's tiles.
 
-    ``K`` must hold ``mp = padded_rows(m, plan.unit)`` rows, the ones past
-    ``m`` finite (zeros).  Panels are used only when the full-width tiles
+    ``K`` must hold ``mp = padded_rows(m, plan)`` rows, the ones past ``m``
+    finite (zeros).  Panels are used only when the full-width tiles
     would leave threads idle; the plan guarantees both give the same rows.
     ``nthreads`` (the caller's Numba thread count) chooses that split only.
     """

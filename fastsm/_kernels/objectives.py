@@ -175,9 +175,10 @@ def sm_cubic_point(ky, kx, Kyinv, Kxinv, logdet_y, logdet_x, kyy, kxx, alpha):
 
 
 @kernel()
-def workspace(m, n, unit):
-    """Scratch for :func:`evaluate_rows` of up to ``m`` rows (padded to ``unit``): kernel rows, two products."""
-    return np.empty((3, padded_rows(m, unit), n))
+def workspace(m, n, top):
+    """Scratch for :func:`evaluate_rows` of up to ``m`` rows (plus padding below ``top``, the plan's
+    largest tile): kernel rows, two products."""
+    return np.empty((3, m + top, n))
 
 
 @kernel(parallel=True)
@@ -188,14 +189,14 @@ def evaluate_rows(method, idx, Yt, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M
     Row ``r`` of the outputs belongs to trial point ``Yt[r]`` of test point
     ``idx[r]`` (whose fixed data is row ``idx[r]`` of ``F``/``eta_x``/``xwx``).
     ``M1``/``M2`` are the method's precomputed ``N×N`` matrices; ``work`` is
-    a :func:`workspace` of at least ``len(idx)`` rows for ``plan.unit``.
+    a :func:`workspace` of at least ``len(idx)`` rows for ``plan.heights[0]``.
 
     Three parallel loops: kernel rows (one task per row); the products
     ``K M1`` and ``K M2`` by the tiles of ``plan``
     (:func:`~fastsm._kernels.gemm.plan_products`: call shapes from a menu
     that depends on ``N`` only, checked on this process's BLAS to give every
     row the same arithmetic wherever it sits); then the O(N·dy) per-point
-    work.  The rows are padded with zero rows to the plan's unit.  A row's
+    work.  The tiles' padding rows are zero rows.  A row's
     result therefore depends on nothing but its own data: not on the other
     rows of the call, their number, the thread count or ``nthreads``, which
     only chooses between full-width tiles and column panels.
@@ -230,7 +231,7 @@ def evaluate_rows(method, idx, Yt, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M
             _cubic_row(r, idx, Yt, Z, gamma, kyy, kxx, alpha, beta, M1, cubic, F, logdet_y, logdet_x, Kbuf,
                        value, grad, eta_y, eta_xy, hits)
         return
-    for r in range(m, padded_rows(m, plan.unit)):
+    for r in range(m, padded_rows(m, plan)):
         for j in range(n):
             Kbuf[r, j] = 0.0
     plan_products(Kbuf, m, M1, M2, 1 if method == KL else 2, P1, P2, plan, nthreads)

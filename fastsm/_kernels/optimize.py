@@ -101,7 +101,7 @@ def minimize_batch(method, Y0, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F
     exy_acc = np.full(B, np.nan)
 
     w = max(1, min(window, B))
-    work = workspace(w, n, plan.unit)
+    work = workspace(w, n, plan.heights[0])
     slot = np.full(w, -1, dtype=np.int64)
     rows = np.empty(w, dtype=np.int64)
     row_slot = np.empty(w, dtype=np.int64)

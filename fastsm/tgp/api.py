@@ -427,7 +427,7 @@ def evaluate(model: TGPModel, method: str, F, eta_x, xwx, Yb, M1, M2, val, grad,
     obj.evaluate_rows(
         _METHOD_CODE[method], np.arange(m), np.ascontiguousarray(Yb), model.Y, p.gamma_y, 1.0 + p.lambda_y,
         1.0 + p.lambda_x, p.alpha, p.beta if beta is None else beta, _floor(model), M1, M2, F, eta_x, xwx,
-        model.logdet_y, model.logdet_x, obj.workspace(m, model.n_train, plan.unit), val, grad, eta_y, eta_xy,
+        model.logdet_y, model.logdet_x, obj.workspace(m, model.n_train, plan.heights[0]), val, grad, eta_y, eta_xy,
         np.zeros(m, dtype=np.int64), model.Kx_inv if method == "sm_cubic" else None,
         None if held is None else np.ascontiguousarray(held, dtype=np.int64), plan, numba.get_num_threads(),
     )

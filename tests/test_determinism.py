@@ -1,0 +1,115 @@
+"""The determinism promise (docs/threads.md), bitwise, on whatever BLAS kernels this process runs.
+
+On one machine (one BLAS kernel family) a prediction depends only on the model
+and the point: not on the thread count, the batch size, the order of the points,
+how they are split over calls, or the optimiser's window.  CI runs this module
+(marker ``determinism``) under OpenBLAS's Nehalem, SandyBridge, Haswell and,
+where the CPU has AVX-512, SkylakeX kernels (``OPENBLAS_CORETYPE``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fastsm import config, datasets, tgp
+from fastsm._kernels.gemm import padded_rows
+from fastsm._products import Probe, choose, tile_plan, times
+from fastsm._threads import thread_limits
+
+pytestmark = pytest.mark.determinism
+
+PARAMS = tgp.TGPParams(gamma_x=0.3, gamma_y=0.5, lambda_x=1e-3, lambda_y=1e-3, alpha=0.7, beta=1.5)
+
+
+@pytest.fixture(scope="module")
+def problem():
+    # N = 450: two column panels; the rounds use several tile heights
+    X, Xt, Y, _ = datasets.random_structured(3, n_train=450, n_test=90, dx=4, dy=3)
+    return tgp.fit(X, Y, PARAMS), Xt
+
+
+@pytest.mark.parametrize("n", [7, 64, 100, 300, 450, 1000])
+def test_product_rows_do_not_depend_on_the_other_rows(n):
+    """The construction itself: ``times`` of a row alone, in a batch, shifted, or with other rows around."""
+    rng = np.random.default_rng(n)
+    A = rng.standard_normal((301, n))
+    M = rng.standard_normal((n, n))
+    with thread_limits(2):
+        full = times(A, M)
+        for rows in (slice(0, 1), slice(1, 2), slice(5, 17), slice(3, 200), slice(100, 301)):
+            np.testing.assert_array_equal(times(A[rows], M), full[rows])
+        perm = rng.permutation(301)
+        np.testing.assert_array_equal(times(A[perm], M), full[perm])
+    with thread_limits(1):
+        np.testing.assert_array_equal(times(A, M), full)
+    # and it is the product (rounding only)
+    np.testing.assert_allclose(full, A @ M, rtol=1e-10, atol=1e-10 * np.abs(A @ M).max())
+
+
+@pytest.mark.parametrize("n", [100, 300, 1000])
+def test_tile_plan_is_a_checked_menu(n):
+    with thread_limits(2):
+        plan = tile_plan(n)
+        probe = Probe(n)
+    hs = [int(h) for h in plan.heights]
+    assert hs == sorted(hs, reverse=True) and all(h % plan.unit == 0 for h in hs)
+    assert plan.unit == hs[-1]
+    assert 37 <= padded_rows(37, plan) < 37 + hs[0]
+    top = hs[0]
+    assert probe.invariant(top)
+    for h in hs:
+        np.testing.assert_array_equal(probe.rows(h), probe.rows(top)[:h])
+    assert choose(probe)[0] == tuple(hs)
+
+
+def test_threads_batch_size_order_split_and_window(problem, monkeypatch):
+    model, X = problem
+    perm = np.random.default_rng(0).permutation(len(X))
+    for method in ("kl", "ikl", "sm"):
+        ref = tgp.predict(model, X, method=method)
+        one = tgp.predict(model, X, method=method, threads=1)
+        small = tgp.predict(model, X, method=method, batch_size=37)
+        shuffled = tgp.predict(model, X[perm], method=method)
+        first = tgp.predict(model, X[:41], method=method)
+        rest = tgp.predict(model, X[41:], method=method, threads=1)
+        for other in (one.y, small.y, np.concatenate([first.y, rest.y])):
+            np.testing.assert_array_equal(other, ref.y)
+        np.testing.assert_array_equal(shuffled.y, ref.y[perm])
+        np.testing.assert_array_equal(one.log_certainty, ref.log_certainty)
+        np.testing.assert_array_equal(small.n_eval, ref.n_eval)
+    monkeypatch.setattr(config, "DEFAULT_WINDOW", 5)
+    narrow = tgp.predict(model, X, method="sm", threads=1)
+    np.testing.assert_array_equal(narrow.y, ref.y)
+
+
+def test_fit_objective_and_certainty_do_not_depend_on_threads(problem):
+    model, X = problem
+    X_all, Y_all = model.X, model.Y
+    m1 = tgp.fit(X_all, Y_all, PARAMS, threads=1)
+    m2 = tgp.fit(X_all, Y_all, PARAMS, threads=2)
+    for k in ("Kx_inv", "Ky_inv", "Kxy_inv", "C", "ridge_coef"):
+        np.testing.assert_array_equal(getattr(m1, k), getattr(m2, k))
+        np.testing.assert_array_equal(getattr(m1, k), getattr(model, k))
+    Y = tgp.predict(model, X, method="kl").y
+    for method in ("kl", "ikl", "sm"):
+        a = tgp.objective(model, X, Y, method=method, return_gradient=True, threads=1)
+        b = tgp.objective(model, X, Y, method=method, return_gradient=True, batch_size=13)
+        np.testing.assert_array_equal(a[0], b[0])
+        np.testing.assert_array_equal(a[1], b[1])
+    np.testing.assert_array_equal(tgp.certainty(model, X, Y, threads=1), tgp.certainty(model, X, Y, batch_size=7))
+
+
+def test_leave_one_out_does_not_depend_on_batch_size_or_threads(problem):
+    model, _ = problem
+    a = tgp.loo_predict(model, method="sm", threads=1)
+    b = tgp.loo_predict(model, method="sm", batch_size=29)
+    np.testing.assert_array_equal(a.y, b.y)
+
+
+def test_local_models_do_not_depend_on_threads_or_the_call_split(problem):
+    model, X = problem
+    local = tgp.fit_local(model.X, model.Y, PARAMS, n_neighbors=120, share="exact")
+    a = tgp.predict(local, X, threads=1)
+    b = np.concatenate([tgp.predict(local, X[:30]).y, tgp.predict(local, X[30:], batch_size=11).y])
+    np.testing.assert_array_equal(a.y, b)
