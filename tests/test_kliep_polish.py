@@ -1,0 +1,67 @@
+"""The KLIEP Newton polish stays inside its buffers (issue: heap corruption on ordinary shifted data).
+
+CI also runs this module with ``NUMBA_BOUNDSCHECK=1`` (marker ``boundscheck``), where an
+out-of-bounds index raises ``IndexError`` instead of corrupting the heap.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fastsm import shift
+
+pytestmark = pytest.mark.boundscheck
+
+
+@pytest.mark.parametrize("solver", ["pfw", "afw", "fw", "pg"])
+def test_shifted_data_with_a_narrow_kernel(solver):
+    """The reported case: before the fix the support grew by the same atoms every round (k > n_c)."""
+    rng = np.random.default_rng(0)
+    X_train = rng.normal(0.0, 0.3, (20, 2))
+    X_test = rng.normal(1.5, 0.5, (50, 2))
+    iw = shift.estimate_weights(X_train, X_test, solver=solver, sigma=0.1)
+    assert np.all(np.isfinite(iw.weights)) and np.all(iw.weights >= 0.0)
+    assert np.isfinite(iw.objective) and iw.gap >= 0.0
+    assert iw.active.size <= X_test.shape[0]
+
+
+@pytest.mark.parametrize("X_train", [np.array([[0.2, -0.1]]), np.full((6, 2), 0.3)],
+                         ids=["one training point", "all duplicates"])
+def test_degenerate_training_sets_with_sigma_selection(X_train):
+    X_test = np.random.default_rng(1).normal(0.0, 1.0, (40, 2))
+    iw = shift.estimate_weights(X_train, X_test, sigma=None, random_state=0)
+    assert np.all(np.isfinite(iw.weights))
+    np.testing.assert_allclose(iw.weights, iw.weights[0])  # identical inputs, identical weights
+
+
+def test_polish_that_cannot_move_stops_instead_of_looping():
+    """Newton's Hessian on far-away atoms is not numerically positive definite: the polish ends at once."""
+    rng = np.random.default_rng(0)
+    X_train = rng.normal(0.0, 0.3, (20, 2))
+    X_test = rng.normal(1.5, 0.5, (50, 2))
+    iw = shift.estimate_weights(X_train, X_test, solver="pfw", sigma=0.1)
+    assert iw.n_polish <= 50
+    if not iw.converged:
+        assert iw.stop_reason in ("line_search", "max_iter")
+
+
+def test_random_fuzz_of_small_problems():
+    """10 000 small seeded cases (sizes, shifts, widths, duplicates); every result finite and in range."""
+    rng = np.random.default_rng(2026)
+    solvers = ("pfw", "afw", "fw", "pg")
+    for case in range(10_000):
+        d = int(rng.integers(1, 3))
+        n_tr, n_te = int(rng.integers(1, 7)), int(rng.integers(1, 9))
+        X_train = rng.normal(0.0, rng.uniform(0.01, 1.0), (n_tr, d))
+        X_test = rng.normal(rng.uniform(-1.5, 1.5), rng.uniform(0.01, 1.0), (n_te, d))
+        if rng.random() < 0.1:
+            X_train[:] = X_train[0]
+        sigma = float(10.0 ** rng.uniform(-1.5, 0.5))
+        try:
+            iw = shift.estimate_weights(X_train, X_test, solver=solvers[case % 4], sigma=sigma, max_iter=40)
+        except ValueError as exc:  # a too-narrow kernel is a clear error, never a crash
+            assert "sigma" in str(exc)
+            continue
+        assert np.all(np.isfinite(iw.weights)) and np.all(iw.weights >= 0.0), case
+        assert np.all(np.isfinite(iw.coef)) and np.isfinite(iw.objective), case
