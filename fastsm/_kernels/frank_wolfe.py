@@ -395,13 +395,18 @@ def frank_wolfe(p, variant, mu, max_iter, tol, ftol, tau, trace, stop, check):
 
 
 @kernel()
-def _project_pg(alpha, b, bb):
-    """Sugiyama et al.'s KLIEP projection: onto ``b^T alpha = 1``, clip at 0, rescale."""
+def _project_pg(alpha, b, bn, c):
+    """Sugiyama et al.'s KLIEP projection: onto ``b^T alpha = 1``, clip at 0, rescale.
+
+    ``b / (b^T b)`` as ``bn c`` with ``bn = b / max(b)`` (an array, so that
+    fast-math cannot fold the scale back) and ``c = 1 / (max(b) |bn|^2)``: at
+    narrow kernels ``b ~ 1e-160`` and ``b^T b`` itself underflows to zero.
+    """
     s = 0.0
     for l in range(alpha.shape[0]):
         s += b[l] * alpha[l]
     for l in range(alpha.shape[0]):
-        alpha[l] += b[l] * (1.0 - s) / bb
+        alpha[l] += bn[l] * ((1.0 - s) * c)
         if alpha[l] < 0.0:
             alpha[l] = 0.0
     s = 0.0
@@ -443,13 +448,20 @@ def projected_gradient(p, b, mu, max_iter, iter_per_step, trace, stop):
     n_c = mu.shape[0]
     n = p.Xte.shape[0]
     buf = np.empty(n)
-    bb = 0.0
+    bmax = 0.0
     for l in range(n_c):
-        bb += b[l] * b[l]
+        bmax = max(bmax, b[l])
+    bn = np.empty(n_c)
+    for l in range(n_c):
+        bn[l] = b[l] / bmax
+    bbn = 0.0
+    for l in range(n_c):
+        bbn += bn[l] * bn[l]
+    c = 1.0 / bmax / bbn
     alpha = np.empty(n_c)
     for l in range(n_c):
         alpha[l] = mu[l] * p.inv_b[l]
-    _project_pg(alpha, b, bb)
+    _project_pg(alpha, b, bn, c)
     for l in range(n_c):
         mu[l] = alpha[l] * b[l]
     z = np.empty(n)
@@ -472,7 +484,7 @@ def projected_gradient(p, b, mu, max_iter, iter_per_step, trace, stop):
                 return it, STOP_INTERRUPTED
             for l in range(n_c):  # A^T r = b * gt
                 trial[l] = alpha[l] + eps * b[l] * gt[l]
-            _project_pg(trial, b, bb)
+            _project_pg(trial, b, bn, c)
             for l in range(n_c):
                 mu_t[l] = trial[l] * b[l]
             combine(p, mu_t, z_t, buf)

@@ -214,7 +214,9 @@ def solve(problem, b, solver: str, *, max_iter: int, tol: float, ftol: float, po
           check: bool = False) -> dict:
     """Run a solver (and the polish) on a built problem; returns the raw results."""
     n_te = problem.Xte.shape[0]
-    mu = _start(problem, b) if solver != "pg" else b.copy()  # pg: Sugiyama et al. start at alpha = 1
+    mu = _start(problem, b)  # raises the clear error when no mu gives every test point a finite log
+    if solver == "pg":
+        mu = b.copy()  # Sugiyama et al. start at alpha = 1 (every atom positive: finite wherever uniform is)
     fw_tol = max(tol, POLISH_HANDOVER * n_te) if polish else tol
     trace = _trace(max_iter + 2)
     res: dict = {}
