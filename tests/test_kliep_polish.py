@@ -46,6 +46,8 @@ def test_polish_that_cannot_move_stops_instead_of_looping():
         assert iw.stop_reason in ("line_search", "max_iter")
 
 
+@pytest.mark.filterwarnings("ignore:.*centres lie where the training density is zero:RuntimeWarning")
+@pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")
 def test_random_fuzz_of_small_problems():
     """10 000 small seeded cases (sizes, shifts, widths, duplicates); every result finite and in range."""
     rng = np.random.default_rng(2026)
