@@ -31,6 +31,58 @@ def test_sklearn_compatible(estimator, check):
     check(estimator)
 
 
+# With the default (Toy 1) widths the sample-weight check meets an undetermined case: see
+# test_default_weights_equal_repeats_up_to_tied_mirror_modes and docs/selection.md.
+DEFAULT_FAILURES = EXPECTED_FAILURES | {
+    "check_sample_weight_equivalence_on_dense_data": "with the default widths one test point sits on a training "
+                                                     "output between two mirror-image modes whose order is below "
+                                                     "float64 resolution (docs/selection.md)",
+}
+
+
+@parametrize_with_checks([TwinGPRegressor()], expected_failed_checks=lambda est: DEFAULT_FAILURES)
+def test_sklearn_compatible_with_defaults(estimator, check):
+    check(estimator)
+
+
+def test_default_weights_equal_repeats_up_to_tied_mirror_modes():
+    """scikit-learn's sample-weight check, with default parameters, asserting what float64 determines.
+
+    The data of ``check_sample_weight_equivalence_on_dense_data``: 15 points in 30-D, outputs in
+    {0, 1, 2}, integer weights.  Weights are noise lambda / w (MATH 6), so the weighted and the
+    repeated fit are the same model; their objectives agree to ~4e-7 relative (measured), the
+    rounding of an output kernel with three distinct values and lambda = 1e-4.  At a test input
+    equal to a training input the SM objective has a local maximum at that point's output t and
+    two mirror-image minima t -+ 0.0047 whose values differ by less than that rounding (the
+    asymmetry was measured at 7e-8 relative); which one BFGS reaches is then undetermined.
+    """
+    from sklearn.utils import shuffle
+
+    rng = np.random.RandomState(42)
+    n = 15
+    X = rng.rand(n, 2 * n)
+    y = rng.randint(0, 3, size=n)
+    sw = rng.randint(0, 5, size=n)
+    rep = TwinGPRegressor().fit(X.repeat(sw, axis=0), y.repeat(sw))
+    Xw, yw, sww = shuffle(X, y, sw, random_state=0)
+    wei = TwinGPRegressor().fit(Xw, yw, sample_weight=sww)
+    pr, pw = rep.predict(X), wei.predict(X)
+    grid = np.linspace(-0.5, 2.5, 151)[:, None]
+    for i in range(n):
+        xi = np.repeat(X[i:i + 1], grid.shape[0], axis=0)
+        fr, fw = tgp.objective(rep.model_, xi, grid), tgp.objective(wei.model_, xi, grid)
+        np.testing.assert_allclose(fw, fr, rtol=1e-5)  # measured 4e-7: the two fits are one model
+        if abs(pr[i] - pw[i]) <= 1e-5:  # measured <= 4e-7 on the four kernel families
+            continue
+        t = float(y[i])
+        assert abs(pr[i] + pw[i] - 2.0 * t) <= 1e-6, (i, pr[i], pw[i])  # mirror images around t
+        both = np.array([[pr[i]], [pw[i]]])
+        for model in (rep.model_, wei.model_):
+            v = tgp.objective(model, np.repeat(X[i:i + 1], 2, axis=0), both)
+            assert abs(v[0] - v[1]) <= 1e-6 * abs(v[0])  # a tie (measured 3e-9)
+            assert tgp.objective(model, X[i:i + 1], [[t]])[0] > 2.0 * v[0]  # a hump at t between them
+
+
 @pytest.fixture(scope="module")
 def toy():
     X, Xt, Y, Yt = datasets.toy1(0, n_train=150, n_test=40)
