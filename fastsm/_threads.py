@@ -24,6 +24,14 @@ Interrupts
     Long kernels run in a helper thread (they release the GIL) while the
     calling thread waits; Ctrl-C in the caller sets a stop flag that the
     kernel polls, waits for it to return, and re-raises ``KeyboardInterrupt``.
+
+Fork
+    TBB must shut its workers down before ``fork()``, which it cannot do
+    while another thread runs a parallel kernel.  A ``fork()`` from any
+    thread therefore (1) closes the helper threads, which first finish the
+    calls already handed to them, (2) waits for kernel calls running in other
+    threads to end and holds new ones back, and (3) lets them go on after the
+    fork.  A call that finds its helper closed runs in its own thread.
 """
 
 from __future__ import annotations
@@ -179,8 +187,59 @@ class _KernelLock:
             yield
 
 
+class _ForkGate:
+    """Kernel calls in flight, counted so that ``fork()`` can wait for them and hold new ones back.
+
+    Reentrant per thread (a call inside a call is counted once).  The wait
+    before a fork is bounded, so a fork from inside a kernel call (a progress
+    callback, say) is delayed, never deadlocked.
+    """
+
+    #: seconds ``fork()`` waits for running kernel calls
+    FORK_WAIT = 60.0
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        self.cond = threading.Condition(threading.Lock())
+        self.active = 0
+        self.forking = False
+        self.depth = threading.local()
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[None]:
+        depth = getattr(self.depth, "n", 0)
+        if depth == 0:
+            with self.cond:
+                while self.forking:
+                    self.cond.wait()
+                self.active += 1
+        self.depth.n = depth + 1
+        try:
+            yield
+        finally:
+            self.depth.n = depth
+            if depth == 0:
+                with self.cond:
+                    self.active -= 1
+                    self.cond.notify_all()
+
+    def close(self) -> None:
+        with self.cond:
+            self.forking = True
+            own = 1 if getattr(self.depth, "n", 0) else 0
+            self.cond.wait_for(lambda: self.active <= own, timeout=self.FORK_WAIT)
+
+    def open(self) -> None:
+        with self.cond:
+            self.forking = False
+            self.cond.notify_all()
+
+
 _BLAS = _SharedBlasLimit()
 _KERNEL_LOCK = _KernelLock()
+_GATE = _ForkGate()
 
 
 def _after_fork_in_child() -> None:
@@ -188,8 +247,10 @@ def _after_fork_in_child() -> None:
     # and the parent's helper threads do not exist in the child
     _BLAS._reset()
     _KERNEL_LOCK._reset()
+    _GATE._reset()
     _HELPERS.__dict__.clear()
     _ALL_HELPERS.clear()
+    _FORKING.clear()
 
 
 if hasattr(os, "register_at_fork"):
@@ -214,7 +275,7 @@ def thread_limits(threads: int | None) -> Iterator[int]:
     """
     n = resolve_threads(threads)
     previous = numba.get_num_threads()
-    with _KERNEL_LOCK.held_if_needed(), _BLAS:
+    with _GATE.running(), _KERNEL_LOCK.held_if_needed(), _BLAS:
         numba.set_num_threads(n)
         try:
             yield n
@@ -231,8 +292,18 @@ class _Helper:
     def __init__(self) -> None:
         self.queue: queue.SimpleQueue = queue.SimpleQueue()
         self.busy = False
+        self.closed = False
+        self.lock = threading.Lock()
         self.thread = threading.Thread(target=self._loop, name="fastsm-kernel", daemon=True)
         self.thread.start()
+
+    def submit(self, item) -> bool:
+        """Queue ``item``; ``False`` if the helper is closed (an item queued here always runs)."""
+        with self.lock:
+            if self.closed:
+                return False
+            self.queue.put(item)
+            return True
 
     def _loop(self) -> None:
         while True:
@@ -249,9 +320,17 @@ class _Helper:
                 self.busy = False
                 done.set()
 
+    def close(self) -> None:
+        """Refuse new items; the queued ones run, then the thread ends."""
+        with self.lock:
+            if not self.closed:
+                self.closed = True
+                self.queue.put(None)
+
     def stop(self) -> None:
-        self.queue.put(None)
-        self.thread.join()
+        self.close()
+        if self.thread is not threading.current_thread():
+            self.thread.join()
 
 
 class _Helpers(threading.local):
@@ -264,25 +343,43 @@ class _Helpers(threading.local):
 
     helper: _Helper | None = None
 
-    def get(self) -> _Helper:
-        if self.helper is None or not self.helper.thread.is_alive():
-            self.helper = _Helper()
-            _ALL_HELPERS.add(self.helper)
+    def get(self) -> _Helper | None:
+        """This thread's open helper; ``None`` while a fork is being prepared (run inline then)."""
+        if self.helper is None or self.helper.closed or not self.helper.thread.is_alive():
+            with _HELPERS_LOCK:
+                if _FORKING.is_set():
+                    return None
+                self.helper = _Helper()
+                _ALL_HELPERS.add(self.helper)
         return self.helper
 
 
 _ALL_HELPERS: weakref.WeakSet = weakref.WeakSet()
+_HELPERS_LOCK = threading.Lock()
+_FORKING = threading.Event()
 _HELPERS = _Helpers()
 _IN_FLIGHT: weakref.WeakSet = weakref.WeakSet()
 
 
 def _before_fork() -> None:
     # TBB cannot shut its workers down for fork() while a live thread holds a
-    # scheduler ("Unable to join threads to shut down before fork()"): end the
-    # helper threads first (a running call is awaited); they restart on use
-    for helper in list(_ALL_HELPERS):
+    # scheduler ("Unable to join threads to shut down before fork()"): no new
+    # helpers, end the helpers (they finish what was handed to them), then wait
+    # for kernel calls in other threads and hold new ones back until the fork
+    with _HELPERS_LOCK:
+        _FORKING.set()
+        helpers = list(_ALL_HELPERS)
+        _ALL_HELPERS.clear()
+    for helper in helpers:
+        helper.close()
+    for helper in helpers:
         helper.stop()
-    _ALL_HELPERS.clear()
+    _GATE.close()
+
+
+def _after_fork_in_parent() -> None:
+    _GATE.open()
+    _FORKING.clear()
 
 
 def _stop_in_flight() -> None:
@@ -291,7 +388,7 @@ def _stop_in_flight() -> None:
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(before=_before_fork)
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent)
 atexit.register(_stop_in_flight)
 
 
@@ -327,9 +424,12 @@ def run_interruptible(threads: int | None, body: Callable[[Compute], Any], *, fl
     helper = None
     try:
         helper = _HELPERS.get()
-        helper.queue.put((target, done, box))
+        if helper is None or not helper.submit((target, done, box)):
+            helper = None  # closed for a fork: run here
+            return target()
         while not done.wait(0.1):
-            pass
+            if not helper.thread.is_alive() and not done.is_set():
+                raise RuntimeError("fastsm's kernel thread ended without running the call")  # pragma: no cover
     except BaseException:
         # Ctrl-C (or any exception) in the caller: stop the kernel and wait for
         # the helper to return -- unless the call never reached it
