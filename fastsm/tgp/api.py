@@ -8,7 +8,10 @@ numerical work happens in :mod:`fastsm._kernels`.
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import warnings
+from collections.abc import Iterator
 from typing import Literal
 
 import numba
@@ -279,8 +282,7 @@ def start(init, method: str, shape: tuple[int, int], rows: str, *, linear, kl) -
         if init == "linear":
             Y0 = linear()
         else:
-            with warnings.catch_warnings():  # reported once, by the caller
-                warnings.simplefilter("ignore", RuntimeWarning)
+            with quiet():  # reported once, by the caller
                 Y0 = kl()
     else:
         Y0 = as_2d("init", init)
@@ -299,8 +301,26 @@ def _check_options(method, optimizer, max_iter, tol, trust_radius, batch_size):
     return max_iter, tol, trust_radius, batch_size
 
 
+_QUIET = threading.local()
+
+
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
+    """Leave fastsm's extrapolation warnings to the enclosing call, in this thread only.
+
+    Never touches ``warnings.filters``: ``warnings.catch_warnings`` is not
+    thread-safe, and a filter restored by the wrong thread stays for good.
+    """
+    before = getattr(_QUIET, "on", False)
+    _QUIET.on = True
+    try:
+        yield
+    finally:
+        _QUIET.on = before
+
+
 def _warn_extrapolated(ex: np.ndarray, n: int) -> None:
-    if ex.any():
+    if ex.any() and not getattr(_QUIET, "on", False):
         warnings.warn(
             f"{int(ex.sum())} of {n} test inputs lie outside the training inputs' kernel support "
             f"(every k(x, x_i) < {config.EXTRAPOLATION_K:g}): their prediction is the start unchanged; "

@@ -159,7 +159,7 @@ def predict_local(model: LocalTGPModel, X, *, method: str, init, max_iter: int, 
                   optimizer: str, trust_radius: float, batch_size: int, progress=False,
                   ftol: float = config.DEFAULT_FTOL) -> Prediction:
     """:func:`fastsm.tgp.predict` for a :class:`LocalTGPModel` (validated options)."""
-    from fastsm.tgp.api import _check_inputs, predict
+    from fastsm.tgp.api import _check_inputs, predict, quiet
 
     X = _check_inputs(model, X)
     if method == "sm_cubic":
@@ -183,8 +183,7 @@ def predict_local(model: LocalTGPModel, X, *, method: str, init, max_iter: int, 
         sub = TGPModel._from_parts(Xn, Yn, model.params, methods,
                                    factorize(Xn, Yn, model.params, methods, threads=1, sample_weight=w), w,
                                    copy=False)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
+        with quiet():  # counted and reported once below
             p = predict(sub, X[rows], method=method, init=init if Y0 is None else Y0[rows], max_iter=max_iter,
                         tol=tol, threads=1, optimizer=optimizer, trust_radius=trust_radius, batch_size=batch_size,
                         ftol=ftol)
