@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from fastsm import datasets, tgp
+from fastsm import datasets, shift, tgp
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -100,3 +100,111 @@ def test_local_and_threaded_predicts_leave_warning_filters_alone():
     # a later RuntimeWarning, fastsm's own included, still reaches the user
     with pytest.warns(RuntimeWarning, match=f"^{n_far} of {len(Xt)}"):
         tgp.predict(model, far, method="sm", max_iter=5)
+
+
+# 4. select(cv="loo") with zero weights (KLIEP produces exact zeros)
+
+def _shift_weights():
+    d = datasets.covariate_shift_toy(seed=0)
+    w = shift.estimate_weights(d.X_train, d.X_test, sigma=0.02).weights
+    assert (w == 0).sum() >= 1  # measured: 8 of 500
+    return d, w
+
+
+@pytest.mark.parametrize("method", ["sm", "kl"])
+def test_loo_select_with_zero_weights_scores_the_weighted_points(method):
+    """Before: a raw broadcast error (500 vs 492 rows)."""
+    d, w = _shift_weights()
+    keep = w > 0
+    opts = dict(alphas=(0.5, 0.9), betas=(1.5,), method=method, cv="loo", max_iter=20)
+    a = tgp.select(d.X_train, d.Y_train, sample_weight=w, **opts)
+    b = tgp.select(d.X_train[keep], d.Y_train[keep], sample_weight=w[keep], **opts)
+    for c in ("alpha", "mean", "std", "converged"):
+        np.testing.assert_array_equal(a.table[c], b.table[c])
+    assert a.params == b.params
+
+
+def test_cv_estimator_fits_with_kliep_zero_weights():
+    from fastsm.sklearn import TwinGPRegressorCV
+
+    d, w = _shift_weights()
+    reg = TwinGPRegressorCV(alphas=(0.5, 0.9), betas=(1.5,), max_iter=20).fit(d.X_train, d.Y_train.ravel(),
+                                                                               sample_weight=w)
+    assert reg.predict(d.X_test[:5]).shape == (5,)
+
+
+# 6. weights so small that lambda / w overflows count as zero, everywhere
+
+TINY = (1e-300, 6.5e-315, 1e-320, 0.0)
+
+
+def _tiny_weights(n, rng):
+    w = rng.uniform(0.5, 2.0, n)
+    w[[1, 4, 7, 9]] = TINY
+    return w
+
+
+@pytest.mark.parametrize("method", ["sm", "kl", "ikl"])
+def test_negligible_weights_equal_leaving_the_points_out(method):
+    """Before: infinite log-determinants; IKLTGP converged for no point and was 0.34 off the left-out model."""
+    X, Xt, Y, _ = datasets.toy1(0, n_train=60, n_test=15)
+    w = _tiny_weights(60, np.random.default_rng(1))
+    keep = w > 1e-200
+    full = tgp.fit(X, Y, sample_weight=w)
+    left = tgp.fit(X[keep], Y[keep], sample_weight=w[keep])
+    assert full.n_train == keep.sum()
+    assert np.isfinite([full.logdet_x, full.logdet_y, full.logdet_xy]).all()
+    a, b = tgp.predict(full, Xt, method=method), tgp.predict(left, Xt, method=method)
+    np.testing.assert_array_equal(a.y, b.y)
+    assert a.converged.all()
+
+
+def test_negligible_weights_in_partial_fit_select_and_local():
+    X, Xt, Y, _ = datasets.toy1(0, n_train=60, n_test=10)
+    rng = np.random.default_rng(2)
+    w = rng.uniform(0.5, 2.0, 60)
+    model = tgp.fit(X[:50], Y[:50], sample_weight=w[:50])
+    # before: "duplicates a training point" for w = 1e-320
+    same = tgp.partial_fit(model, X[50:52], Y[50:52], sample_weight=[1e-320, 0.0])
+    assert same.n_train == 50
+    np.testing.assert_array_equal(tgp.predict(same, Xt).y, tgp.predict(model, Xt).y)
+    grown = tgp.partial_fit(model, X[50:53], Y[50:53], sample_weight=[1e-320, 1.0, 6.5e-315])
+    ref = tgp.fit(np.vstack([X[:50], X[51:52]]), np.vstack([Y[:50], Y[51:52]]),
+                  sample_weight=np.append(w[:50], 1.0))
+    np.testing.assert_allclose(tgp.predict(grown, Xt, method="kl").y, tgp.predict(ref, Xt, method="kl").y,
+                               atol=1e-7)
+    wt = _tiny_weights(60, rng)
+    keep = wt > 1e-200
+    opts = dict(alphas=(0.5,), betas=(1.5,), cv="loo", max_iter=20)
+    a = tgp.select(X, Y, sample_weight=wt, **opts)
+    b = tgp.select(X[keep], Y[keep], sample_weight=wt[keep], **opts)
+    np.testing.assert_array_equal(a.table["mean"], b.table["mean"])
+    la = tgp.predict(tgp.fit_local(X, Y, n_neighbors=20, sample_weight=wt), Xt)
+    lb = tgp.predict(tgp.fit_local(X[keep], Y[keep], n_neighbors=20, sample_weight=wt[keep]), Xt)
+    np.testing.assert_array_equal(la.y, lb.y)
+
+
+def test_all_negligible_weights_are_rejected_clearly():
+    X, _, Y, _ = datasets.toy1(0, n_train=20, n_test=2)
+    with pytest.raises(ValueError, match="sample_weight must have an entry above"):
+        tgp.fit(X, Y, sample_weight=np.full(20, 1e-310))
+
+
+# 13. importance-weighted k-fold CV with a validation fold of zero weights
+
+def test_kfold_select_skips_validation_folds_of_zero_weight():
+    """Before: ZeroDivisionError from numpy.average."""
+    X, _, Y, _ = datasets.toy1(0, n_train=40, n_test=2)
+    w = np.ones(40)
+    w[:10] = 0.0
+    splits = [(np.arange(10, 40), np.arange(10)), (np.arange(0, 30), np.arange(30, 40)),
+              (np.r_[0:20, 30:40], np.arange(20, 30))]
+    opts = dict(alphas=(0.5,), betas=(1.5,), max_iter=20)
+    a = tgp.select(X, Y, sample_weight=w, cv=splits, **opts)
+    b = tgp.select(X, Y, sample_weight=w, cv=splits[1:], **opts)
+    np.testing.assert_array_equal(a.table["mean"], b.table["mean"])
+    assert np.isfinite(tgp.select(X, Y, sample_weight=w, cv=4, random_state=0, **opts).table["mean"]).all()
+    with pytest.raises(ValueError, match="zero on every validation fold"):
+        tgp.select(X, Y, sample_weight=w, cv=splits[:1], **opts)
+    with pytest.raises(ValueError, match="every training point of the fold"):
+        tgp.select(X, Y, sample_weight=w, cv=[(np.arange(10), np.arange(10, 40))], **opts)

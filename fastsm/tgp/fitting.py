@@ -62,11 +62,26 @@ def check_sample_weight(sample_weight, n: int) -> np.ndarray | None:
     return w
 
 
+def informative(w: np.ndarray, params) -> np.ndarray:
+    """Training points whose weight carries information at float64 precision.
+
+    A weight enters as the noise ``lambda / w`` (MATH §6).  Below
+    ``w = eps * lambda`` that noise exceeds ``1 / eps`` times the kernel's
+    unit variance: the point moves no prediction by more than rounding, and
+    ``lambda / w`` overflows on the way to zero.  Such points, like those of
+    zero weight, are left out -- by ``fit``, ``fit_local``, ``partial_fit``
+    and ``select`` alike.
+    """
+    lam = max(params.lambda_x, params.lambda_y)
+    return w > np.finfo(np.float64).eps * lam if lam > 0.0 else w > 0.0
+
+
 def check_training(X, Y, params, methods, sample_weight=None):
     """Validated copies of the training data, the method tuple and the weights.
 
-    Training points of zero weight are left out (their noise ``lambda / w``
-    is infinite: they carry no information, MATH §6).
+    Training points of zero (or negligible, :func:`informative`) weight are
+    left out: their noise ``lambda / w`` is infinite, they carry no
+    information (MATH §6).
     """
     from fastsm.tgp.model import TGPParams
 
@@ -81,7 +96,11 @@ def check_training(X, Y, params, methods, sample_weight=None):
         if params.lambda_x == 0.0 and params.lambda_y == 0.0 and np.ptp(w) > 0.0:
             warnings.warn("sample_weight has no effect with lambda_x = lambda_y = 0: the weights act through the "
                           "noise lambda / w_i (MATH §6)", UserWarning, stacklevel=3)
-        keep = w > 0.0
+        keep = informative(w, params)
+        if not keep.any():
+            raise ValueError(f"sample_weight must have an entry above eps * max(lambda_x, lambda_y) = "
+                             f"{np.finfo(np.float64).eps * max(params.lambda_x, params.lambda_y):.3g} (smaller "
+                             f"weights carry no information at float64 precision), got a maximum of {w.max():.3g}")
         if not keep.all():
             X, Y, w = np.ascontiguousarray(X[keep]), np.ascontiguousarray(Y[keep]), np.ascontiguousarray(w[keep])
     _check_spread("X", X)

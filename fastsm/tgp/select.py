@@ -33,7 +33,7 @@ from fastsm._progress import Progress
 from fastsm._threads import thread_limits
 from fastsm._validation import as_2d, check_choice, check_int, check_scalar
 from fastsm.tgp.api import fit, predict
-from fastsm.tgp.fitting import check_sample_weight, spd_inverse, weighted_gram
+from fastsm.tgp.fitting import check_sample_weight, informative, spd_inverse, weighted_gram
 from fastsm.tgp.loo import loo_predict
 from fastsm.tgp.model import TGPModel, TGPParams
 
@@ -281,6 +281,8 @@ def select(
         folds = _folds(n, cv, random_state)
     else:
         folds = _splits(n, cv, X, Y)
+    if folds is not None and w is not None and not any(w[va].sum() > 0.0 for _, va in folds):
+        raise ValueError("sample_weight is zero on every validation fold: importance-weighted CV has nothing to score")
     opts = {"max_iter": max_iter, "tol": tol, "threads": threads}
     alpha_dep = method == "sm"
     a_list = alphas if alpha_dep else alphas[:1]
@@ -299,9 +301,14 @@ def select(
                 if fold is None:
                     model0 = fit(X, Y, base, methods=methods, threads=threads, sample_weight=w)
                     start = loo_predict(model0, method="kl", **opts).y if method == "sm" else None
-                    Yv, wv = Y, w
+                    # fit leaves out zero-weight points; their validation weight is zero too
+                    kept = slice(None) if w is None else informative(w, base)
+                    Yv, wv = Y[kept], None if w is None else w[kept]
                 else:
                     tr, va = fold
+                    if w is not None and not informative(w[tr], base).any():
+                        raise ValueError(f"cv fold {len(per_alpha[a_list[0]])}: every training point of the "
+                                         "fold has zero (or negligible) sample_weight")
                     model0 = fit(X[tr], Y[tr], base, methods=methods, threads=threads,
                                  sample_weight=None if w is None else w[tr])
                     start = predict(model0, X[va], method="kl", **opts).y if method == "sm" else None
@@ -329,7 +336,9 @@ def select(
                     std = float(np.sqrt(np.average((err - mean) ** 2, weights=wv)))
                     cfrac = float(conv.mean())
                 else:
-                    means = np.array([np.average(e, weights=ww) for e, ww, _ in folds_a])
+                    # a validation fold whose weights are all zero says nothing about the target: left out
+                    means = np.array([np.average(e, weights=ww) for e, ww, _ in folds_a
+                                      if ww is None or ww.sum() > 0.0])
                     mean, std = float(means.mean()), float(means.std())
                     cfrac = float(np.concatenate([c for _, _, c in folds_a]).mean())
                 for b in betas:

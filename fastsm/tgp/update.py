@@ -22,7 +22,7 @@ from fastsm._kernels.rbf import rbf_cross, rbf_gram
 from fastsm._threads import thread_limits
 from fastsm._validation import as_2d
 from fastsm.tgp.api import _check_model
-from fastsm.tgp.fitting import _check_spread, check_sample_weight, ridge
+from fastsm.tgp.fitting import _check_spread, check_sample_weight, informative, ridge
 from fastsm.tgp.model import TGPModel
 
 #: Schur-complement pivots below this fraction of the new point's own kernel value count as duplicates.
@@ -141,7 +141,7 @@ def partial_fit(model: TGPModel, X_new, Y_new, *, sample_weight=None, threads: i
     w_old = model.sample_weight
     if wn is not None or w_old is not None:
         wn = np.ones(Xn.shape[0]) if wn is None else wn
-        keep = wn > 0.0
+        keep = informative(wn, model.params)  # as fit: zero and negligible weights left out
         Xn, Yn, wn = Xn[keep], Yn[keep], wn[keep]
         w_old = np.ones(model.n_train) if w_old is None else w_old
     if Xn.shape[0] == 0:
