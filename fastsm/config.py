@@ -40,6 +40,10 @@ DEFAULT_TRUST_RADIUS: float = 0.25
 #: Default number of test points handled per batch (bounds memory use).
 DEFAULT_BATCH_SIZE: int = 1024
 
+#: Neighbour-index entries (test points x K) a local prediction holds at once:
+#: test points are taken in chunks of ``LOCAL_CHUNK_ENTRIES // K`` rows (8 MB).
+LOCAL_CHUNK_ENTRIES: int = 2**20
+
 
 #: Auto-parallelisation limited to explicit ``prange`` loops.  With Numba's
 #: defaults every array expression, allocation and ``.copy()`` inside a

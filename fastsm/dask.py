@@ -3,9 +3,13 @@
 The model is sent to every worker once (``Client.scatter(..., broadcast=True)``,
 so it survives the loss of a worker); each task predicts one block of test
 points with the same Numba prediction as :func:`fastsm.tgp.predict`, on the
-worker's threads.  Results are identical to an in-process prediction (rows
-do not depend on their batch-mates or on the thread count).  A worker that
-dies mid-run loses nothing: Dask re-runs its tasks elsewhere.
+worker's threads.  Results are bitwise identical to an in-process prediction
+of the whole ``X``, for any block size: rows do not depend on their
+batch-mates or on the thread count.  The one model whose rows do depend on
+other test points, a local model with ``share="cluster"`` (its clusters are
+formed per chunk of :func:`fastsm.tgp.local.chunk_rows` test points), gets
+blocks cut at those chunks' boundaries.  A worker that dies mid-run loses
+nothing: Dask re-runs its tasks elsewhere.
 
 Give each worker one task slot and let fastsm use its cores
 (``LocalCluster(n_workers=k, threads_per_worker=1)``, ``dask worker --nthreads 1``):
@@ -27,7 +31,7 @@ except ImportError as exc:  # pragma: no cover - optional dependency
 from fastsm import gmm, tgp
 from fastsm._progress import Progress
 from fastsm._validation import as_2d, check_int
-from fastsm.tgp.local import LocalTGPModel
+from fastsm.tgp.local import LocalTGPModel, chunk_rows
 from fastsm.tgp.model import Prediction, TGPModel
 
 __all__ = ["predict", "gmm_pairwise"]
@@ -72,7 +76,9 @@ def predict(model, X, *, client=None, block_size: int | None = None, progress=Fa
         Default: the current client (``distributed.get_client()``).
     block_size : int, optional
         Rows per task for a NumPy ``X``; default ``ceil(n / (4 × workers))``,
-        at least 64.
+        at least 64.  For a ``share="cluster"`` local model, rounded up (a
+        Dask array's row chunks: to the nearest) to a multiple of
+        :func:`~fastsm.tgp.local.chunk_rows`.
     progress : bool or callable
         Report finished rows (``True``: tqdm or a line on stderr; a callable
         gets ``(done, total)``).  Off by default.
@@ -93,10 +99,14 @@ def predict(model, X, *, client=None, block_size: int | None = None, progress=Fa
     client = _client(client)
     init = predict_kwargs.pop("init", None)
     dx = model.X.shape[1]
+    # share="cluster": a block must hold whole chunks, as in-process (module docstring)
+    unit = chunk_rows(model) if isinstance(model, LocalTGPModel) and model.share == "cluster" else 1
     if isinstance(X, da.Array):
         if X.ndim != 2 or X.shape[1] != dx:
             raise ValueError(f"X must be a 2-D Dask array with {dx} columns, got shape {X.shape}")
         X = X.rechunk({1: -1})
+        if unit > 1 and X.shape[0] > 0:
+            X = X.rechunk({0: unit * max(1, round(max(X.chunks[0]) / unit))})
         bounds = np.cumsum((0,) + X.chunks[0])
         delayed = X.to_delayed().ravel()
         blocks = [(int(a), int(b), blk) for a, b, blk in zip(bounds[:-1], bounds[1:], delayed, strict=True)
@@ -111,7 +121,7 @@ def predict(model, X, *, client=None, block_size: int | None = None, progress=Fa
         if block_size is None:
             block_size = max(64, math.ceil(X.shape[0] / (4 * n_workers)))
         block_size = check_int("block_size", block_size, low=1)
-        spans = _blocks(X.shape[0], block_size)
+        spans = _blocks(X.shape[0], unit * math.ceil(block_size / unit))
         parts = [X[a:b] for a, b in spans]
     n = spans[-1][1] if spans else 0
     if n == 0:

@@ -84,3 +84,16 @@ def test_dask_rejects_bad_input(setup):
         fdask.predict(model, Xt, client="tcp://nowhere")
     with pytest.raises(ValueError, match="block_size"):
         fdask.predict(model, Xt, client=client, block_size=0)
+
+
+@pytest.mark.determinism
+def test_cluster_shared_local_model_equals_in_process_for_any_block(setup):
+    """#19 item 7.  Before: up to 0.53 off in-process, and dependent on block_size (clusters formed per block)."""
+    model, Xt, _, client = setup
+    local = tgp.fit_local(model.X, model.Y, PARAMS, n_neighbors=40, share="cluster", group_size=16)
+    ref = tgp.predict(local, Xt)
+    for got in (fdask.predict(local, Xt, client=client, block_size=37),
+                fdask.predict(local, Xt, client=client, block_size=128),
+                fdask.predict(local, da.from_array(Xt, chunks=(50, 1)), client=client)):
+        np.testing.assert_array_equal(got.y, ref.y)
+        np.testing.assert_array_equal(got.log_certainty, ref.log_certainty)

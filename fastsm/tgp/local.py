@@ -19,6 +19,16 @@ Groups are factorised and predicted concurrently, one Python thread per
 core: the factorisations call LAPACK without the GIL
 (:mod:`fastsm._lapack`) and the Numba kernels release it, each group on one
 thread, so results do not depend on the thread count.
+
+Memory is bounded by a chunk of test points, not by their number: a
+prediction takes the test points in fixed chunks of :func:`chunk_rows` rows
+(``config.LOCAL_CHUNK_ENTRIES // K``; for ``"cluster"`` at least
+``group_size``) and forms the groups of one chunk at a time.  For
+``"none"`` and ``"exact"`` a point's prediction depends on nothing else
+(bitwise).  For ``"cluster"`` it depends on the test points of its chunk,
+by construction: the chunks are fixed by ``K`` and ``group_size`` alone, so
+:func:`fastsm.dask.predict` cuts its blocks at chunk boundaries and matches
+the in-process prediction.
 """
 
 from __future__ import annotations
@@ -128,13 +138,45 @@ def fit_local(X, Y, params: TGPParams | None = None, *, n_neighbors: int = 800, 
                          group_size=group_size)
 
 
+def chunk_rows(model: LocalTGPModel) -> int:
+    """Test points whose groups are formed together (module docstring)."""
+    rows = max(1, config.LOCAL_CHUNK_ENTRIES // model.n_neighbors)
+    return max(rows, model.group_size) if model.share == "cluster" else rows
+
+
+def _neighbours(model: LocalTGPModel, X: np.ndarray) -> np.ndarray:
+    """Sorted indices of the ``K`` nearest training inputs of each row of ``X``, ``(n, K)``.
+
+    Where squared distances overflow (inputs of magnitude ~1e154 and beyond)
+    the KD-tree finds no neighbours; such a point is outside every kernel's
+    support whatever its model, so it gets the neighbours of its projection
+    onto the training inputs' bounding box and is predicted as extrapolated.
+    """
+    k = model.n_neighbors
+    _, idx = model.tree.query(X, k=k)
+    idx = idx.reshape(X.shape[0], k)
+    lost = np.flatnonzero((idx >= model.n_train).any(axis=1))
+    if lost.size:
+        box = np.clip(X[lost], model.X.min(axis=0), model.X.max(axis=0))
+        _, again = model.tree.query(box, k=k)
+        again = again.reshape(lost.size, k)
+        if (again >= model.n_train).any():
+            raise ValueError("X: squared distances to the training inputs overflow float64 even inside their "
+                             "bounding box; rescale the inputs")
+        idx[lost] = again
+    return np.sort(idx, axis=1)
+
+
 def neighbour_groups(model: LocalTGPModel, X: np.ndarray, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
-    """``[(test rows, sorted training indices), ...]``: the local models a prediction of ``X`` needs."""
+    """``[(test rows, sorted training indices), ...]``: the local models a prediction of ``X`` needs.
+
+    ``X`` is one chunk (:func:`chunk_rows`): the ``(n, K)`` neighbour
+    indices are held at once.
+    """
     k = model.n_neighbors
     if k == model.n_train:
         return [(np.arange(X.shape[0]), np.arange(k))]
-    _, idx = model.tree.query(X, k=k)
-    idx = np.sort(idx.reshape(X.shape[0], k), axis=1)
+    idx = _neighbours(model, X)
     if model.share == "none":
         return [(np.array([i]), idx[i]) for i in range(X.shape[0])]
     if model.share == "exact":
@@ -147,7 +189,11 @@ def neighbour_groups(model: LocalTGPModel, X: np.ndarray, seed: int = 0) -> list
     if n_groups == 1:
         labels = np.zeros(X.shape[0], dtype=int)
     else:
-        _, labels = kmeans2(X, n_groups, minit="++", seed=seed)
+        big = np.abs(X).max()
+        # squared distances of inputs beyond ~1e150 overflow inside k-means (NaN seeding probabilities, and
+        # SciPy then indexes out of bounds): scale by a power of two, exact, and only where needed
+        Z = X * 2.0 ** -np.ceil(np.log2(big)) if big > 1e150 else X
+        _, labels = kmeans2(Z, n_groups, minit="++", seed=seed)
     groups = []
     for g in np.unique(labels):
         rows = np.flatnonzero(labels == g)
@@ -170,7 +216,6 @@ def predict_local(model: LocalTGPModel, X, *, method: str, init, max_iter: int, 
         Y0 = as_2d("init", init)
         if Y0.shape != (n, dy):
             raise ValueError(f"init must have shape {(n, dy)} (n test points × dy), got {Y0.shape}")
-    groups = neighbour_groups(model, X)
     out = {"y": np.empty((n, dy)), "lc": np.empty(n), "it": np.empty(n, dtype=np.int64),
            "ev": np.empty(n, dtype=np.int64), "cv": np.empty(n, dtype=bool), "f": np.empty(n),
            "obj": np.empty(n), "h": np.empty(n, dtype=np.int64), "ex": np.empty(n, dtype=bool)}
@@ -192,13 +237,17 @@ def predict_local(model: LocalTGPModel, X, *, method: str, init, max_iter: int, 
         out["h"][rows], out["ex"][rows] = p.n_eta_floor, p.extrapolated
         return len(rows)
 
-    workers = min(resolve_threads(threads), len(groups))
-    with Progress(progress, n, "local predict") as bar:
-        if workers == 1:
-            for g in groups:
-                bar.step(run(g))
-        else:
-            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fastsm-local") as pool:
+    rows = chunk_rows(model)
+    workers = resolve_threads(threads)
+    with Progress(progress, n, "local predict") as bar, \
+            ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fastsm-local") as pool:
+        for s in range(0, n, rows):
+            e = min(n, s + rows)
+            groups = [(r + s, members) for r, members in neighbour_groups(model, X[s:e])]
+            if workers == 1 or len(groups) == 1:
+                for g in groups:
+                    bar.step(run(g))
+            else:
                 for done in pool.map(run, groups):
                     bar.step(done)
     ex = out["ex"]
