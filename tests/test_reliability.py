@@ -270,3 +270,63 @@ def test_local_chunks_change_nothing_but_cluster_membership(monkeypatch):
 
 
 SHARES = ("exact", "none", "cluster")
+
+
+# 9. Ctrl-C reaches the KLIEP polish
+
+def test_ctrl_c_interrupts_the_kliep_polish():
+    """Before: ignored for minutes (max_iter=0 routed the call inline: the estimate left out the polish)."""
+    import signal
+    import time
+
+    code = """
+    import signal, sys, time
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    import numpy as np
+    from fastsm import shift
+    rng = np.random.default_rng(0)
+    Xtr, Xte = rng.normal(0, 1, (1000, 2)), rng.normal(0.5, 0.7, (1000, 2))
+    shift.estimate_weights(Xtr[:40], Xte[:40], sigma=0.3, max_iter=0)   # compile
+    print("ready", flush=True)
+    t0 = time.perf_counter()
+    try:
+        shift.estimate_weights(Xtr, Xte, sigma=0.05, max_iter=0)   # 166 s to finish, measured
+    except KeyboardInterrupt:
+        print(f"interrupted {time.perf_counter() - t0:.2f}", flush=True)
+        sys.exit(0)
+    print("finished", flush=True)
+    """
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        time.sleep(1.0)
+        t0 = time.perf_counter()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=90)
+        latency = time.perf_counter() - t0
+    finally:
+        proc.kill()
+    assert out.startswith("interrupted"), (out, err[-2000:])
+    assert latency < 20.0  # one Newton step at k ~ 1000 atoms; measured ~1 s
+
+
+# 10. the KLIEP trace does not grow with max_iter
+
+@pytest.mark.parametrize("max_iter", [10**8, 10**9, 10**30])
+def test_huge_max_iter_allocates_nothing_large(max_iter):
+    """Before: 2.4 GB for 55 iterations at 1e8, MemoryError at 1e9, 'Maximum allowed dimension exceeded' at 1e30."""
+    import tracemalloc
+
+    d = datasets.covariate_shift_toy(seed=0)
+    ref = shift.estimate_weights(d.X_train, d.X_test, sigma=0.3, max_iter=10**5)
+    tracemalloc.start()
+    try:
+        iw = shift.estimate_weights(d.X_train, d.X_test, sigma=0.3, max_iter=max_iter)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 20e6, peak  # the 300 x 300 kernel matrix and a 100 000-entry trace
+    np.testing.assert_array_equal(iw.weights, ref.weights)
+    assert iw.gap_history.size == ref.gap_history.size

@@ -60,8 +60,17 @@ class KliepProblem(NamedTuple):
     stored: bool
 
 
+@kernel()
+def _record(trace, it, gap, f, n_active):
+    """Row ``it`` of the trace, if it has one."""
+    if it < trace.gap.shape[0]:
+        trace.gap[it] = gap
+        trace.objective[it] = f
+        trace.n_active[it] = n_active
+
+
 class FWTrace(NamedTuple):
-    """Per-iteration records (preallocated, ``max_iter + 1`` long)."""
+    """Per-iteration records, preallocated; iterations beyond their length are not recorded."""
 
     gap: np.ndarray
     objective: np.ndarray
@@ -281,9 +290,7 @@ def frank_wolfe(p, variant, mu, max_iter, tol, ftol, tau, trace, stop, check):
         gradient(p, r, gt)
         l_fw, gmax, mg = _gap(gt, mu)
         gap = gmax - mg
-        trace.gap[it] = gap
-        trace.objective[it] = f
-        trace.n_active[it] = n_active
+        _record(trace, it, gap, f, n_active)
         if gap <= tol:
             reason = STOP_GAP
             break
@@ -379,16 +386,15 @@ def frank_wolfe(p, variant, mu, max_iter, tol, ftol, tau, trace, stop, check):
             n_drop += 1
         else:
             n_swap += 1
-        trace.step[it] = kind
+        if it < trace.step.shape[0]:
+            trace.step[it] = kind
         it += 1
         if check:
             violations += _check(mu, in_active, n_active)
         f_old = f
         f = f_new
         if ftol > 0.0 and f - f_old <= ftol * abs(f_old):
-            trace.gap[it] = np.nan  # not computed: stopped before the next gradient
-            trace.objective[it] = f
-            trace.n_active[it] = n_active
+            _record(trace, it, np.nan, f, n_active)  # gap not computed: stopped before the next gradient
             reason = STOP_OBJECTIVE
             break
     return it, reason, n_good, n_drop, n_swap, violations
@@ -424,14 +430,13 @@ def _record_pg(p, z, mu, score, it, r, gt, trace):
         r[j] = 1.0 / z[j]
     gradient(p, r, gt)
     _, gmax, mg = _gap(gt, mu)
-    trace.gap[it] = gmax - mg
-    trace.objective[it] = score
-    trace.step[it] = -1
     nnz = 0
     for l in range(mu.shape[0]):
         if mu[l] > 0.0:
             nnz += 1
-    trace.n_active[it] = nnz
+    _record(trace, it, gmax - mg, score, nnz)
+    if it < trace.step.shape[0]:
+        trace.step[it] = -1
 
 
 @kernel()
@@ -585,6 +590,8 @@ def polish(p, mu, tol, max_outer, max_inner, tau, gaps, stop):
         f = log_sum(z)
         moved = False
         for _ in range(max_inner):
+            if stop[0] != 0:  # a Newton step costs O(n_te k^2): poll each one
+                return o, STOP_INTERRUPTED
             E = np.empty((k, n))
             for q in range(k):
                 E[q] = _row(p, S[q], buf)

@@ -35,6 +35,10 @@ MAX_POLISH_START = 64
 MAX_STORED_BYTES = 2 * 1024**3
 #: Centres whose mean kernel value over the training points is below this are unusable (beta = 1/b overflows).
 MIN_CENTER_MEAN = 1e-250
+#: Solver iterations recorded in ``gap_history`` / ``objective_history`` (the first ones; 3.2 MB).
+TRACE_LIMIT = 100_000
+#: ``max_iter`` beyond this means "no limit" (the kernels count in int64).
+MAX_ITER_CAP = 2**62
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -60,7 +64,8 @@ class ImportanceWeights:
     gap_history, objective_history : ndarray
         Gap and ``F`` before every solver iteration (``pg``: every accepted
         step), then before every polish round.  A gap is NaN where the
-        solver stopped without computing it.
+        solver stopped without computing it.  Only the first
+        :data:`TRACE_LIMIT` solver iterations are recorded.
     n_good, n_drop, n_swap : int
         Step counts of the FW phase ([CS] §III-B; zero for ``pg``).
     n_iter : int
@@ -218,7 +223,7 @@ def solve(problem, b, solver: str, *, max_iter: int, tol: float, ftol: float, po
     if solver == "pg":
         mu = b.copy()  # Sugiyama et al. start at alpha = 1 (every atom positive: finite wherever uniform is)
     fw_tol = max(tol, POLISH_HANDOVER * n_te) if polish else tol
-    trace = _trace(max_iter + 2)
+    trace = _trace(min(max_iter, TRACE_LIMIT) + 2)
     res: dict = {}
 
     def body(run: Compute) -> None:
@@ -241,7 +246,9 @@ def solve(problem, b, solver: str, *, max_iter: int, tol: float, ftol: float, po
         else:
             res.update(n_polish=0, polish_gaps=gaps[:0])
 
-    run_interruptible(threads, body, flops=4.0 * max_iter * n_te * b.size)
+    # the polish: up to 50 rounds of Newton steps of O(n_te k^2), k up to the 64 atoms it starts from and more
+    polish_flops = 50.0 * n_te * b.size * min(b.size, MAX_POLISH_START) if polish else 0.0
+    run_interruptible(threads, body, flops=4.0 * max_iter * n_te * b.size + polish_flops)
     if res["reason"] == fwk.STOP_INTERRUPTED:  # pragma: no cover - run_interruptible re-raises first
         raise KeyboardInterrupt
     it = res["n_iter"]
@@ -313,7 +320,7 @@ def estimate_weights(
     """
     X_train, X_test = check_pair(X_train, X_test)
     check_choice("solver", solver, SOLVERS)
-    max_iter = check_int("max_iter", max_iter, low=0)
+    max_iter = min(check_int("max_iter", max_iter, low=0), MAX_ITER_CAP)
     tol = check_scalar("tol", tol, low=0.0)
     ftol = check_scalar("ftol", ftol, low=0.0)
     if not isinstance(polish, (bool, np.bool_)):
