@@ -75,6 +75,29 @@ def check_int(name: str, value, *, low: int = 0) -> int:
     return int(value)
 
 
+def as_rng(name: str, value) -> np.random.Generator:
+    """``numpy.random.default_rng(value)`` for a seed (None, int >= 0, SeedSequence, BitGenerator or Generator)."""
+    if isinstance(value, bool) or not (value is None or isinstance(value, numbers.Integral)
+                                       or isinstance(value, (np.random.SeedSequence, np.random.BitGenerator,
+                                                             np.random.Generator))):
+        raise TypeError(f"{name} must be None, an int seed or a numpy.random.Generator, got {value!r}")
+    if isinstance(value, numbers.Integral) and value < 0:
+        raise ValueError(f"{name} must be a non-negative int seed, got {value}")
+    return np.random.default_rng(value)
+
+
+#: Inputs beyond this magnitude have squared distances that overflow float64 (1e154^2 * d).
+MAX_INPUT = 1e150
+
+
+def check_distances(name: str, X: np.ndarray) -> None:
+    """Reject inputs whose squared distances overflow (an RBF kernel of them is NaN or 0 everywhere)."""
+    big = float(np.abs(X).max()) if X.size else 0.0
+    if big > MAX_INPUT:
+        raise ValueError(f"{name} has values up to {big:.3g}: squared distances between such inputs overflow "
+                         "float64; standardise the inputs (e.g. sklearn.preprocessing.StandardScaler)")
+
+
 def check_choice(name: str, value, choices: tuple[str, ...]) -> str:
     """One of a fixed set of strings."""
     if not isinstance(value, str) or value not in choices:

@@ -330,3 +330,50 @@ def test_huge_max_iter_allocates_nothing_large(max_iter):
     assert peak < 20e6, peak  # the 300 x 300 kernel matrix and a 100 000-entry trace
     np.testing.assert_array_equal(iw.weights, ref.weights)
     assert iw.gap_history.size == ref.gap_history.size
+
+
+# 8. select_sigma: only "sigma too small" scores -inf; sigma=None never blames a sigma nobody passed
+
+def test_select_sigma_does_not_swallow_other_errors():
+    """Before: threads=0 returned a width whose scores were all -inf, silently."""
+    d = datasets.covariate_shift_toy(seed=0)
+    with pytest.raises(ValueError, match="threads must be >= 1"):
+        shift.select_sigma(d.X_train, d.X_test, threads=0)
+    with pytest.raises(ValueError, match="threads must be >= 1"):
+        shift.estimate_weights(d.X_train, d.X_test, sigma=None, threads=0)
+
+
+def test_sigma_none_on_clumped_data_and_a_hopeless_grid():
+    """Before: 'sigma = 0.0884 is too small ... increase sigma' from estimate_weights(sigma=None)."""
+    Xtr, Xte = np.zeros((20, 2)), np.full((50, 2), 100.0)  # two clumps of duplicates, 141 apart
+    Xtr[::2] += 0.5
+    Xte[::2] += 0.5
+    iw = shift.estimate_weights(Xtr, Xte, sigma=None, random_state=0)
+    assert iw.sigma > 1.0 and np.isfinite(iw.weights).all()
+    np.testing.assert_allclose(iw.weights.mean(), 1.0, rtol=1e-9)
+    with pytest.raises(ValueError, match="no width in sigmas"):
+        shift.select_sigma(Xtr, Xte, sigmas=[1e-3, 1e-2], random_state=0)
+
+
+# 14. errors that name the argument
+
+def test_errors_name_the_argument():
+    d = datasets.covariate_shift_toy(seed=0)
+    with pytest.raises(ValueError, match="sigma = 1e-300 is too small"):  # before: ZeroDivisionError
+        shift.estimate_weights(d.X_train, d.X_test, sigma=1e-300)
+    with pytest.raises(ValueError, match="no width in sigmas"):
+        shift.select_sigma(d.X_train, d.X_test, sigmas=[1e-300])
+    with pytest.raises(TypeError, match="random_state must be"):  # before: a SeedSequence error
+        shift.estimate_weights(d.X_train, d.X_test, sigma=0.3, centers=10, random_state="x")
+    with pytest.raises(TypeError, match="random_state must be"):
+        tgp.select(d.X_train, d.Y_train, cv=3, random_state="x", alphas=(0.5,), betas=(1.5,))
+    with pytest.raises(TypeError, match="seed must be"):
+        from fastsm import gmm
+
+        mix = datasets.gmm_manifold(d=2, K=2, n_gaussians=4, n_mixtures=2, seed=0)[0]
+        gmm.pairwise(mix, method="mc", seed="x", n_samples=10)
+    for cv in (True, None, 2.0):  # before: "'bool' object is not iterable"
+        with pytest.raises(TypeError, match="cv must be 'loo', an int >= 2"):
+            tgp.select(d.X_train, d.Y_train, cv=cv, alphas=(0.5,), betas=(1.5,))
+    with pytest.raises(ValueError, match="X_train has values up to .* standardise"):  # before: overflow
+        shift.estimate_weights(d.X_train * 1e160, d.X_test * 1e160)

@@ -37,7 +37,7 @@ import numpy as np
 
 from fastsm._kernels import mixture as _k
 from fastsm._threads import thread_limits
-from fastsm._validation import check_choice, check_int, check_scalar
+from fastsm._validation import as_rng, check_choice, check_int, check_scalar
 from fastsm.gmm.mixture import GaussianMixture, check_mixtures
 
 METHODS = ("we", "mb", "mbs", "var", "ut", "mc")
@@ -167,7 +167,7 @@ def pairwise(mixtures_a, mixtures_b=None, method: str = "var", *, component="kl"
                 out[a] = wpt[rows] @ (own[rows][:, None] - logg[rows])
         else:
             n_samples = check_int("n_samples", n_samples, low=1)
-            rng = np.random.default_rng(seed)
+            rng = as_rng("seed", seed)
             for a, f in enumerate(A.mixtures):
                 X = f.sample(n_samples, rng)
                 logg = np.empty((n_samples, nb))

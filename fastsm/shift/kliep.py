@@ -14,8 +14,8 @@ from typing import Literal
 import numpy as np
 
 from fastsm._kernels import frank_wolfe as fwk
-from fastsm._threads import Compute, run_interruptible
-from fastsm._validation import as_2d, check_choice, check_int, check_scalar
+from fastsm._threads import Compute, resolve_threads, run_interruptible
+from fastsm._validation import as_2d, as_rng, check_choice, check_distances, check_int, check_scalar
 
 Solver = Literal["pfw", "afw", "fw", "pg"]
 SOLVERS: tuple[str, ...] = ("pfw", "afw", "fw", "pg")
@@ -39,6 +39,10 @@ MIN_CENTER_MEAN = 1e-250
 TRACE_LIMIT = 100_000
 #: ``max_iter`` beyond this means "no limit" (the kernels count in int64).
 MAX_ITER_CAP = 2**62
+
+
+class SigmaTooSmallError(ValueError):
+    """The kernel width leaves KLIEP without a finite objective (raised for an explicit or a chosen ``sigma``)."""
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -124,6 +128,8 @@ def check_pair(X_train, X_test) -> tuple[np.ndarray, np.ndarray]:
     if X_train.shape[1] != X_test.shape[1]:
         raise ValueError(f"X_train and X_test must have the same number of columns (features), "
                          f"got {X_train.shape[1]} and {X_test.shape[1]}")
+    check_distances("X_train", X_train)
+    check_distances("X_test", X_test)
     return X_train, X_test
 
 
@@ -137,7 +143,7 @@ def check_centers(centers, X_test: np.ndarray, random_state) -> np.ndarray:
         m = int(centers)
         if not 1 <= m <= n_te:
             raise ValueError(f"centers must be between 1 and n_test = {n_te} when an int, got {m}")
-        rng = np.random.default_rng(random_state)
+        rng = as_rng("random_state", random_state)
         return X_test[np.sort(rng.choice(n_te, size=m, replace=False))]
     arr = np.asarray(centers)
     if arr.ndim == 1 and arr.dtype.kind in "iu":
@@ -154,15 +160,15 @@ def check_centers(centers, X_test: np.ndarray, random_state) -> np.ndarray:
 
 
 def median_distance(X_train: np.ndarray, X_test: np.ndarray, *, max_points: int = 1000, seed: int = 0) -> float:
-    """Median pairwise distance of the pooled inputs (on a subsample of at most ``max_points``)."""
+    """Median distance between distinct pooled inputs (on a subsample of at most ``max_points``); 1 if none."""
     Z = np.vstack([X_train, X_test])
     if Z.shape[0] > max_points:
         Z = Z[np.random.default_rng(seed).choice(Z.shape[0], max_points, replace=False)]
     sq = np.sum(Z * Z, axis=1)
     D2 = np.maximum(sq[:, None] + sq[None, :] - 2.0 * Z @ Z.T, 0.0)
-    iu = np.triu_indices(Z.shape[0], 1)
-    med = float(np.sqrt(np.median(D2[iu]))) if iu[0].size else 0.0
-    return med if med > 0.0 else 1.0
+    d2 = D2[np.triu_indices(Z.shape[0], 1)]
+    d2 = d2[d2 > 0.0]  # duplicates (clumped data) would make the median 0
+    return float(np.sqrt(np.median(d2))) if d2.size else 1.0
 
 
 def build_problem(X_train, X_test, C, sigma: float, *, stored: bool | None = None):
@@ -170,13 +176,15 @@ def build_problem(X_train, X_test, C, sigma: float, *, stored: bool | None = Non
 
     Returns ``(problem, b, keep)`` with ``keep`` the indices of the centres used.
     """
+    if not 2.0 * sigma * sigma > 0.0:
+        raise SigmaTooSmallError(f"sigma = {sigma:g} is too small: 1 / (2 sigma^2) overflows; increase sigma")
     gamma = 1.0 / (2.0 * sigma * sigma)
     b = np.empty(C.shape[0])
     fwk.center_means(C, X_train, gamma, b)
     keep = np.flatnonzero(b >= MIN_CENTER_MEAN)
     if keep.size == 0:
-        raise ValueError(f"sigma = {sigma:g} is too small: no centre has a nonzero kernel value at any training "
-                         "point (the density ratio cannot be represented); increase sigma")
+        raise SigmaTooSmallError(f"sigma = {sigma:g} is too small: no centre has a nonzero kernel value at any "
+                                 "training point (the density ratio cannot be represented); increase sigma")
     if keep.size < C.shape[0]:
         warnings.warn(f"{C.shape[0] - keep.size} of {C.shape[0]} centres lie where the training density is zero "
                       f"to working precision at sigma = {sigma:g} and are left out", RuntimeWarning, stacklevel=3)
@@ -205,8 +213,8 @@ def _start(problem, b: np.ndarray) -> np.ndarray:
     fwk.combine(problem, mu, z, np.empty_like(z))
     if not np.all(z > 0.0):
         bad = int(np.flatnonzero(~(z > 0.0))[0])
-        raise ValueError(f"test point {bad} has a zero kernel value at every centre (sigma too small or centres "
-                         "too few): KLIEP's objective is -inf; increase sigma or use centers=None")
+        raise SigmaTooSmallError(f"test point {bad} has a zero kernel value at every centre (sigma too small or "
+                                 "centres too few): KLIEP's objective is -inf; increase sigma or use centers=None")
     return mu
 
 
@@ -325,7 +333,8 @@ def estimate_weights(
     ftol = check_scalar("ftol", ftol, low=0.0)
     if not isinstance(polish, (bool, np.bool_)):
         raise TypeError(f"polish must be a bool, got {type(polish).__name__}")
-    rng = np.random.default_rng(random_state)
+    resolve_threads(threads)
+    rng = as_rng("random_state", random_state)
     C = check_centers(centers, X_test, rng)
     if sigma is None:
         from fastsm.shift.select import select_sigma

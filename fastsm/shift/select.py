@@ -15,8 +15,9 @@ from typing import Literal
 
 import numpy as np
 
-from fastsm._validation import as_2d, as_float_array, check_choice, check_int, check_scalar
-from fastsm.shift.kliep import SOLVERS, _fit, check_pair, median_distance, weights_at
+from fastsm._threads import resolve_threads
+from fastsm._validation import as_2d, as_float_array, as_rng, check_choice, check_int, check_scalar
+from fastsm.shift.kliep import SOLVERS, SigmaTooSmallError, _fit, check_pair, median_distance, weights_at
 
 Regressor = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
@@ -150,7 +151,8 @@ def select_sigma(
     sigmas = as_float_array("sigmas", sigmas, ndim=1)
     if np.any(sigmas <= 0.0):
         raise ValueError(f"sigmas must all be > 0, got a minimum of {sigmas.min():g}")
-    rng = np.random.default_rng(random_state)
+    resolve_threads(threads)
+    rng = as_rng("random_state", random_state)
     fit_kw = dict(max_iter=10_000, tol=tol, ftol=0.0, polish=True, threads=threads)
     if method == "lcv":
         if n_folds > X_test.shape[0]:
@@ -164,6 +166,10 @@ def select_sigma(
             for i, s in enumerate(sigmas):
                 scores[i, k] = _held_out_loglik(X_train, Xf, C, float(s), solver, fit_kw, X_test[held])
         mean = scores.mean(axis=1)
+        if not np.isfinite(mean).any():
+            raise ValueError(f"no width in sigmas ({sigmas.min():.3g} ... {sigmas.max():.3g}) gives every held-out "
+                             "test point a finite likelihood: every fit needs a wider kernel; pass larger sigmas "
+                             "(or sigma= to estimate_weights)")
         best = int(np.argmax(np.where(np.isfinite(mean), mean, -np.inf)))
     else:
         if Y_train is None:
@@ -209,7 +215,7 @@ def _lcv_centers(centers, X_test, X_fit, rng) -> np.ndarray:
 def _held_out_loglik(X_train, X_fit, C, sigma, solver, fit_kw, X_held) -> float:
     try:
         iw = _fit(X_train, X_fit, C, sigma, solver, **fit_kw)
-    except ValueError:  # sigma too small for these centres: F = -inf on the fitting folds
+    except SigmaTooSmallError:  # sigma too small for these centres: F = -inf on the fitting folds
         return -np.inf
     w = weights_at(iw, X_held)
     with np.errstate(divide="ignore"):

@@ -31,7 +31,7 @@ import numpy as np
 from fastsm import config
 from fastsm._progress import Progress
 from fastsm._threads import thread_limits
-from fastsm._validation import as_2d, check_choice, check_int, check_scalar
+from fastsm._validation import as_2d, as_rng, check_choice, check_int, check_scalar
 from fastsm.tgp.api import fit, predict
 from fastsm.tgp.fitting import check_sample_weight, informative, spd_inverse, weighted_gram
 from fastsm.tgp.loo import loo_predict
@@ -185,7 +185,7 @@ def _folds(n: int, cv, random_state) -> list[tuple[np.ndarray, np.ndarray]]:
     k = check_int("cv", cv, low=2)
     if k > n:
         raise ValueError(f"cv must be at most the number of training points ({n}), got {k}")
-    perm = np.random.default_rng(random_state).permutation(n)
+    perm = as_rng("random_state", random_state).permutation(n)
     return [(np.sort(np.setdiff1d(perm, part)), np.sort(part)) for part in np.array_split(perm, k)]
 
 
@@ -279,8 +279,12 @@ def select(
         folds = None
     elif isinstance(cv, numbers.Integral) and not isinstance(cv, bool):
         folds = _folds(n, cv, random_state)
-    else:
+    elif hasattr(cv, "split") or (not isinstance(cv, (bool, numbers.Number)) and cv is not None
+                                  and hasattr(cv, "__iter__")):
         folds = _splits(n, cv, X, Y)
+    else:
+        raise TypeError(f"cv must be 'loo', an int >= 2, a splitter with split(X, Y) or an iterable of "
+                        f"(train, test) index pairs, got {cv!r}")
     if folds is not None and w is not None and not any(w[va].sum() > 0.0 for _, va in folds):
         raise ValueError("sample_weight is zero on every validation fold: importance-weighted CV has nothing to score")
     opts = {"max_iter": max_iter, "tol": tol, "threads": threads}
