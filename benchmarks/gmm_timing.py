@@ -23,7 +23,7 @@ import numpy as np
 from fastsm import gmm
 from fastsm._kernels.maxdet import maxdet_weights
 from fastsm._threads import thread_limits
-from fastsm.bench import best_of
+from fastsm.cli.bench import best_of
 
 PAPER = {"KL_WE": [17.6, 70.5, 159.2, 282.3], "KL_MB": [14.7, 80.1, 187.3, 323.4],
          "KL_VAR": [32.9, 128.0, 297.5, 528.3], "EMD-KL": [49.3, 1987, 15102, 61123],

@@ -64,7 +64,7 @@ def update(sizes):
 def beta_paths():
     from fastsm._kernels.objectives import SM
     from fastsm._kernels.optimize import minimize_batch
-    from fastsm.tgp import api
+    from fastsm.tgp import prediction as api
 
     print(f"{'data':5} {'beta':>5} {'evals/pt':>9} {'conv.':>6} {'max |y - y_free|':>17} {'median':>9}")
     for name, make, alpha in (("toy1", datasets.toy1, 0.9), ("toy2", datasets.toy2, 0.6)):

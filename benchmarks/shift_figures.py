@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from fastsm import datasets, shift, tgp  # noqa: E402
-from fastsm.shift_demo import SIGMA, TOY_PARAMS  # noqa: E402
+from fastsm.cli.shift import SIGMA, TOY_PARAMS  # noqa: E402
 
 OUT = pathlib.Path(__file__).resolve().parents[1] / "docs" / "img"
 

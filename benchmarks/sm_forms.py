@@ -23,7 +23,7 @@ from scipy.linalg import lapack
 
 from fastsm import divergences
 from fastsm._threads import thread_limits
-from fastsm.bench import best_of
+from fastsm.cli.bench import best_of
 
 
 def lapack_lemma(mp, Sp, mq, Sq, a):

@@ -12,7 +12,8 @@ import argparse
 
 import numpy as np
 
-from fastsm import bench, tgp
+from fastsm import tgp
+from fastsm.cli import bench
 
 EDGES = [0, 10, 15, 20, 25, 30, 40, 50, 10**9]
 

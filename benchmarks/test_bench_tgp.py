@@ -6,7 +6,8 @@ function once before ``benchmark()``.
 
 import pytest
 
-from fastsm import bench, divergences, reference, tgp
+from fastsm import divergences, reference, tgp
+from fastsm.cli import bench
 
 
 @pytest.mark.parametrize("n", [250, 1000, 2000])

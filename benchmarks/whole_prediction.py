@@ -9,7 +9,8 @@ converged KLTGP start to ``tol = 1e-10``; best of 3, JIT excluded::
 import argparse
 import time
 
-from fastsm import bench, tgp
+from fastsm import tgp
+from fastsm.cli import bench
 
 
 def main() -> None:

@@ -8,7 +8,7 @@ pytest.importorskip("sklearn")
 from sklearn.datasets import load_digits  # noqa: E402
 
 from fastsm import datasets  # noqa: E402
-from fastsm.digits_demo import Result, euclidean_error, format_table, run_split, verdict  # noqa: E402
+from fastsm.cli.digits import Result, euclidean_error, format_table, run_split, verdict  # noqa: E402
 
 
 @pytest.mark.parametrize("center", [2, 4])

@@ -14,7 +14,7 @@ from fastsm import config, datasets, tgp
 from fastsm._kernels import objectives as obj
 from fastsm._products import tile_plan
 from fastsm._threads import thread_limits
-from fastsm.tgp import api
+from fastsm.tgp import prediction as api
 
 PARAMS = tgp.TGPParams(gamma_x=0.2, gamma_y=0.125, lambda_x=1e-2, lambda_y=1e-2, alpha=0.6)
 

@@ -5,7 +5,12 @@ warm-up must happen here); ``track_*`` report quality figures (GFLOP/s,
 fraction of the machine's DGEMM rate) rather than times.
 """
 
-from fastsm import bench, tgp
+from fastsm import tgp
+
+try:
+    from fastsm.cli import bench
+except ImportError:  # commits before the commands moved to fastsm.cli
+    from fastsm import bench
 
 
 class BatchedObjective:

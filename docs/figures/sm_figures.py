@@ -25,8 +25,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from fastsm import datasets, tgp  # noqa: E402
-from fastsm.demo import PAPER  # noqa: E402
-from fastsm.digits_demo import baselines, euclidean_error, fit_tgps  # noqa: E402
+from fastsm.cli.demo import PAPER  # noqa: E402
+from fastsm.cli.digits import baselines, euclidean_error, fit_tgps  # noqa: E402
 
 IMG = pathlib.Path(__file__).resolve().parent.parent / "img"
 #: [SM] Table 3 (GPR, W-KNN; mean absolute error on the toys).

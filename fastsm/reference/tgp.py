@@ -14,9 +14,10 @@ from scipy.optimize import BFGS, minimize
 from scipy.spatial.distance import cdist
 
 from fastsm import config
-from fastsm.tgp.api import _check_inputs, _check_model, _pairs, _sm_value
+from fastsm.tgp.api import _pairs
 from fastsm.tgp.fitting import ridge
 from fastsm.tgp.model import Prediction, TGPModel, TGPParams
+from fastsm.tgp.prediction import _check_inputs, _check_model, _sm_value
 
 
 def _rbf(A, B, gamma):

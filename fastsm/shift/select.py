@@ -17,7 +17,15 @@ import numpy as np
 
 from fastsm._threads import resolve_threads
 from fastsm._validation import as_2d, as_float_array, as_rng, check_choice, check_int, check_scalar
-from fastsm.shift.kliep import SOLVERS, SigmaTooSmallError, _fit, check_pair, median_distance, weights_at
+from fastsm.shift.kliep import (
+    SOLVERS,
+    SigmaTooSmallError,
+    _fit,
+    check_centers,
+    check_pair,
+    median_distance,
+    weights_at,
+)
 
 Regressor = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
@@ -183,8 +191,6 @@ def select_sigma(
         reg = weighted_kernel_ridge if regressor is None else regressor
         if not callable(reg):
             raise TypeError(f"regressor must be callable, got {type(reg).__name__}")
-        from fastsm.shift.kliep import check_centers
-
         C = check_centers(centers, X_test, rng)
         folds = _folds(X_train.shape[0], n_folds, rng)
         scores = np.empty((sigmas.size, n_folds))
@@ -207,8 +213,6 @@ def _lcv_centers(centers, X_test, X_fit, rng) -> np.ndarray:
     if isinstance(centers, (int, np.integer)) and not isinstance(centers, bool):
         m = min(int(centers), X_fit.shape[0])
         return X_fit[np.sort(rng.choice(X_fit.shape[0], size=m, replace=False))]
-    from fastsm.shift.kliep import check_centers
-
     return check_centers(centers, X_test, rng)
 
 

@@ -22,6 +22,7 @@ from fastsm._lapack import potrf_potri
 from fastsm._products import times
 from fastsm._threads import resolve_threads, thread_limits
 from fastsm._validation import as_2d, as_float_array
+from fastsm.tgp.params import TGPParams
 
 METHODS: tuple[str, ...] = ("sm", "kl", "ikl", "sm_cubic")
 DEFAULT_METHODS: tuple[str, ...] = ("kl", "ikl", "sm")
@@ -83,8 +84,6 @@ def check_training(X, Y, params, methods, sample_weight=None):
     left out: their noise ``lambda / w`` is infinite, they carry no
     information (MATH §6).
     """
-    from fastsm.tgp.model import TGPParams
-
     if not isinstance(params, TGPParams):
         raise TypeError(f"params must be a TGPParams, got {type(params).__name__}")
     X = as_2d("X", X)

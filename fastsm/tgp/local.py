@@ -48,6 +48,7 @@ from fastsm._threads import resolve_threads
 from fastsm._validation import as_2d, check_choice, check_int
 from fastsm.tgp.fitting import check_training, factorize
 from fastsm.tgp.model import Prediction, TGPModel, TGPParams
+from fastsm.tgp.prediction import _check_inputs, predict_global, quiet
 
 SHARES = ("exact", "none", "cluster")
 
@@ -205,8 +206,6 @@ def predict_local(model: LocalTGPModel, X, *, method: str, init, max_iter: int, 
                   optimizer: str, trust_radius: float, batch_size: int, progress=False,
                   ftol: float = config.DEFAULT_FTOL) -> Prediction:
     """:func:`fastsm.tgp.predict` for a :class:`LocalTGPModel` (validated options)."""
-    from fastsm.tgp.api import _check_inputs, predict, quiet
-
     X = _check_inputs(model, X)
     if method == "sm_cubic":
         raise ValueError("method='sm_cubic' (the O(N^3) reference form) is not available for local models")
@@ -229,9 +228,9 @@ def predict_local(model: LocalTGPModel, X, *, method: str, init, max_iter: int, 
                                    factorize(Xn, Yn, model.params, methods, threads=1, sample_weight=w), w,
                                    copy=False)
         with quiet():  # counted and reported once below
-            p = predict(sub, X[rows], method=method, init=init if Y0 is None else Y0[rows], max_iter=max_iter,
-                        tol=tol, threads=1, optimizer=optimizer, trust_radius=trust_radius, batch_size=batch_size,
-                        ftol=ftol)
+            p = predict_global(sub, X[rows], method=method, init=init if Y0 is None else Y0[rows],
+                               max_iter=max_iter, tol=tol, threads=1, optimizer=optimizer, trust_radius=trust_radius,
+                               batch_size=batch_size, progress=False, ftol=ftol)
         out["y"][rows], out["lc"][rows], out["it"][rows], out["ev"][rows] = p.y, p.log_certainty, p.n_iter, p.n_eval
         out["cv"][rows], out["f"][rows], out["obj"][rows] = p.converged, p.criterion, p.objective
         out["h"][rows], out["ex"][rows] = p.n_eta_floor, p.extrapolated

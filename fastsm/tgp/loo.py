@@ -27,8 +27,8 @@ from fastsm import config
 from fastsm._kernels.rank_one import row_dots, schur_rows
 from fastsm._kernels.rbf import rbf_cross
 from fastsm._validation import check_choice, check_scalar
-from fastsm.tgp.api import _check_model, _check_options, _floor, _optimize, _times, _warn_extrapolated, start
 from fastsm.tgp.model import Prediction, TGPModel
+from fastsm.tgp.prediction import _check_model, _check_options, _floor, _optimize, _times, _warn_extrapolated, start
 
 LooMethod = Literal["sm", "kl", "ikl"]
 

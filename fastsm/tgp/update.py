@@ -21,9 +21,9 @@ from scipy.linalg import cho_factor, cho_solve, solve_triangular
 from fastsm._kernels.rbf import rbf_cross, rbf_gram
 from fastsm._threads import thread_limits
 from fastsm._validation import as_2d
-from fastsm.tgp.api import _check_model
 from fastsm.tgp.fitting import _check_spread, check_sample_weight, informative, ridge
 from fastsm.tgp.model import TGPModel
+from fastsm.tgp.prediction import _check_model
 
 #: Schur-complement pivots below this fraction of the new point's own kernel value count as duplicates.
 SCHUR_FLOOR = 1e-12

@@ -7,7 +7,7 @@ import time
 import numpy as np
 
 from fastsm import datasets, tgp
-from fastsm.demo import PAPER
+from fastsm.cli.demo import PAPER
 from fastsm.tgp.select import PAPER_ALPHAS, PAPER_BETAS
 
 #: [SM] Table 1 kernels (2 rho_x^2 = 5, 2 rho_y^2 = 0.05, lambda = 1e-4).

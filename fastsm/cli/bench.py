@@ -13,7 +13,7 @@ from threadpoolctl import threadpool_limits
 
 from fastsm import datasets, reference, tgp
 from fastsm._threads import resolve_threads
-from fastsm.tgp import api
+from fastsm.tgp import prediction as api
 
 
 def make_problem(n: int, dy: int = 16, seed: int = 0, n_test: int | None = None):
