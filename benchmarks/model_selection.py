@@ -62,8 +62,10 @@ def update(sizes):
 
 
 def beta_paths():
-    from fastsm._kernels.objectives import SM
-    from fastsm._kernels.optimize import minimize_batch
+    from fastsm._kernels.objectives import Points
+    from fastsm._kernels.optimize import Options, minimize_batch
+    from fastsm._products import tile_plan
+    from fastsm._threads import thread_limits
     from fastsm.tgp import prediction as api
 
     print(f"{'data':5} {'beta':>5} {'evals/pt':>9} {'conv.':>6} {'max |y - y_free|':>17} {'median':>9}")
@@ -73,16 +75,16 @@ def beta_paths():
         free = tgp.predict(model, Xt, method="sm")
         start = tgp.predict(model, Xt, method="kl").y
         print(f"{name:5} {'free':>5} {free.n_eval.mean():9.1f} {free.converged.mean():6.1%} {0.0:17.1e} {0.0:9.1e}")
-        p = model.params
         F, eta_x, xwx, _, _ = api._point_data(model, Xt, "sm")
         M1, M2 = api._method_mats(model, "sm")
         n = len(Xt)
         for beta in (0.5, 0.99, 1.5):
-            Yb, _, _, ev, cv, *_ = minimize_batch(
-                SM, start, model.Y, p.gamma_y, 1 + p.lambda_y, 1 + p.lambda_x, p.alpha, beta, api._floor(model),
-                M1, M2, F, eta_x, xwx, model.logdet_y, model.logdet_x, 50, np.full(n, 1e-8 * model.y_spread),
-                config.DEFAULT_FTOL, np.full(n, 0.25 * model.y_spread), True, config.DEFAULT_WINDOW,
-                numba.get_num_threads(), np.zeros(1, dtype=np.int64), None, None)
+            opts = Options(50, np.full(n, 1e-8 * model.y_spread), config.DEFAULT_FTOL,
+                           np.full(n, 0.25 * model.y_spread), True, config.DEFAULT_WINDOW, numba.get_num_threads())
+            with thread_limits(None):
+                Yb, _, _, ev, cv, *_ = minimize_batch(
+                    api._objective(model, "sm", M1, M2, beta), Points(F, eta_x, xwx), start, opts,
+                    np.zeros(1, dtype=np.int64), None, None, tile_plan(model.n_train))
             d = np.abs(Yb - free.y).max(axis=1)
             print(f"{name:5} {beta:5.2f} {ev.mean():9.1f} {cv.mean():6.1%} {d.max():17.1e} {np.median(d):9.1e}")
 

@@ -28,15 +28,14 @@ def problem():
 def _evaluate(model, X, Y, method, nthreads):
     F, eta_x, xwx, _, _ = api._point_data(model, X, method)
     M1, M2 = api._method_mats(model, method)
-    p, m = model.params, len(X)
-    out = np.empty(m), np.empty(Y.shape), np.empty(m), np.empty(m), np.zeros(m, dtype=np.int64)
+    m = len(X)
+    out = obj.Evaluations(np.empty(m), np.empty(Y.shape), np.empty(m), np.empty(m), np.zeros(m, dtype=np.int64))
     with thread_limits(2):
         plan = tile_plan(model.n_train)
-        obj.evaluate_rows(api._METHOD_CODE[method], np.arange(m), Y, model.Y, p.gamma_y, 1 + p.lambda_y,
-                          1 + p.lambda_x, p.alpha, 1.0, api._floor(model), M1, M2, F, eta_x, xwx, model.logdet_y,
-                          model.logdet_x, obj.workspace(m, model.n_train, plan.heights[0]), *out, None, None, plan,
-                          nthreads)
-    return out[0], out[1]
+        obj.evaluate_rows(api._objective(model, method, M1, M2, 1.0), obj.Points(F, eta_x, xwx), np.arange(m), Y,
+                          out, obj.Products(obj.workspace(m, model.n_train, plan.heights[0]), plan, nthreads),
+                          None, None)
+    return out.value, out.grad
 
 
 @pytest.mark.determinism

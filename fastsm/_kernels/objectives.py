@@ -19,6 +19,8 @@ SM_CUBIC  ``k_x``                ``eta_x`` (``cubic = K_X^-1``)
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import prange
 
@@ -33,6 +35,49 @@ SM = 2
 SM_CUBIC = 3
 
 
+class Objective(NamedTuple):
+    """One method's objective of a fitted model: what every evaluation reads (MATH §3)."""
+
+    method: int  # KL, IKL, SM or SM_CUBIC
+    Z: np.ndarray  # training outputs, N × dy
+    gamma: float  # the output kernel's gamma_y
+    kyy: float  # k_Y(y, y) = 1 + lambda_y
+    kxx: float  # k_X(x, x) = 1 + lambda_x
+    alpha: float
+    beta: float  # SM degree; 1.0 is the beta-free form the optimiser minimises
+    floor: float  # floor of eta_y and eta_xy (hits are counted)
+    M1: np.ndarray  # K_Y^-1
+    M2: np.ndarray  # C (IKL), K_XY^-1 (SM), K_Y^-1 (KL, unused), K_Y^-1 (SM_CUBIC)
+    logdet_y: float  # log |K_Y| (SM_CUBIC only)
+    logdet_x: float  # log |K_X| (SM_CUBIC only)
+
+
+class Points(NamedTuple):
+    """What depends on the test input only, one row per point (the table above)."""
+
+    F: np.ndarray
+    eta_x: np.ndarray
+    xwx: np.ndarray
+
+
+class Evaluations(NamedTuple):
+    """Outputs of :func:`evaluate_rows`, one row per evaluated row."""
+
+    value: np.ndarray
+    grad: np.ndarray
+    eta_y: np.ndarray
+    eta_xy: np.ndarray
+    hits: np.ndarray  # eta floor hits
+
+
+class Products(NamedTuple):
+    """How the two N×N products of a round run: scratch, tiles, threads."""
+
+    work: np.ndarray  # :func:`workspace`: kernel rows and the two products
+    plan: object  # :class:`fastsm._kernels.gemm.TilePlan`, checked for this process's BLAS and N
+    nthreads: int  # the caller's Numba thread count (a kernel reading it would be uncacheable)
+
+
 @kernel()
 def _dot(a, b, n, off):
     s = 0.0
@@ -42,13 +87,16 @@ def _dot(a, b, n, off):
 
 
 @kernel()
-def point_value_grad(method, y, Z, k, P1, P2, F, eta_x, xwx, gamma, kyy, kxx, alpha, beta, floor, grad):
-    """Objective and gradient of one test point from its precomputed products.
+def point_value_grad(obj, y, k, P1, P2, pts, p, grad):
+    """Objective and gradient of test point ``p`` at ``y`` from its precomputed products.
 
-    ``P1 = K_Y^-1 k_y``; ``P2`` is ``C k_y`` (IKL) or ``K_XY^-1 k_y`` (SM).
-    Returns ``(value, eta_y, eta_xy, floor_hits)``; ``grad`` is filled.
-    ``eta_xy`` is NaN for KL and IKL.
+    ``k = k_Y(y, Z)``, ``P1 = K_Y^-1 k``; ``P2`` is ``C k`` (IKL) or
+    ``K_XY^-1 k`` (SM).  Returns ``(value, eta_y, eta_xy, floor_hits)``;
+    ``grad`` is filled.  ``eta_xy`` is NaN for KL and IKL.
     """
+    method, Z, gamma, kyy, kxx, alpha, beta, floor = (obj.method, obj.Z, obj.gamma, obj.kyy, obj.kxx, obj.alpha,
+                                                       obj.beta, obj.floor)
+    F, eta_x, xwx = pts.F[p], pts.eta_x[p], pts.xwx[p]
     n = k.shape[0]
     hits = 0
     eta_y = kyy - _dot(k, P1, n, 0)
@@ -135,7 +183,7 @@ def _cholesky_solve(L, b):
 
 
 @kernel()
-def sm_cubic_point(ky, kx, Kyinv, Kxinv, logdet_y, logdet_x, kyy, kxx, alpha):
+def sm_cubic_point(obj, ky, kx, Kxinv):
     """SM divergence ``D(p_X : p_Y)`` by the Nielsen–Nock form, O(N^3).
 
     ``[SM] Eq. 9`` with the inverse restored (MATH §3)::
@@ -148,7 +196,8 @@ def sm_cubic_point(ky, kx, Kyinv, Kxinv, logdet_y, logdet_x, kyy, kxx, alpha):
     quadratic form (Eq. 16) has the same argmin at O(N^2) per evaluation.
     ``log rho^2`` is NaN if ``M`` is not numerically positive definite.
     """
-    a = alpha
+    Kyinv, logdet_y, logdet_x, kyy, kxx = obj.M1, obj.logdet_y, obj.logdet_x, obj.kyy, obj.kxx
+    a = obj.alpha
     n = Kyinv.shape[0]
     Sp_inv, eta_x = bordered_inverse(Kxinv, kx, kxx)
     Sq_inv, eta_y = bordered_inverse(Kyinv, ky, kyy)
@@ -182,14 +231,15 @@ def workspace(m, n, top):
 
 
 @kernel(parallel=True)
-def evaluate_rows(method, idx, Yt, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F, eta_x, xwx,
-                  logdet_y, logdet_x, work, value, grad, eta_y, eta_xy, hits, cubic, held, plan, nthreads):
+def evaluate_rows(obj, pts, idx, Yt, out, prod, cubic, held):
     """Evaluate objective and gradient at ``Yt[r]`` for points ``idx[r]``.
 
-    Row ``r`` of the outputs belongs to trial point ``Yt[r]`` of test point
-    ``idx[r]`` (whose fixed data is row ``idx[r]`` of ``F``/``eta_x``/``xwx``).
-    ``M1``/``M2`` are the method's precomputed ``N×N`` matrices; ``work`` is
-    a :func:`workspace` of at least ``len(idx)`` rows for ``plan.heights[0]``.
+    Row ``r`` of ``out`` (:class:`Evaluations`) belongs to trial point
+    ``Yt[r]`` of test point ``idx[r]`` (whose fixed data is row ``idx[r]`` of
+    ``pts``, :class:`Points`).  ``obj`` is the :class:`Objective`, with the
+    method's precomputed ``N×N`` matrices ``M1``/``M2``; ``prod``
+    (:class:`Products`) holds a :func:`workspace` of at least ``len(idx)``
+    rows for ``prod.plan.heights[0]``, the plan and the thread count.
 
     Three parallel loops: kernel rows (one task per row); the products
     ``K M1`` and ``K M2`` by the tiles of ``plan``
@@ -211,60 +261,56 @@ def evaluate_rows(method, idx, Yt, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M
     Its kernel entry is zeroed and the products are downdated to the
     inverses of the ``N-1`` remaining points (:func:`downdate_products`).
 
-    ``nthreads``: the caller's Numba thread count (``numba.get_num_threads()``
+    ``prod.nthreads``: the caller's Numba thread count (``numba.get_num_threads()``
     inside a kernel would make it uncacheable).
     """
     m = idx.shape[0]
-    n = Z.shape[0]
-    Zt = np.ascontiguousarray(Z.T)
+    n = obj.Z.shape[0]
+    Zt = np.ascontiguousarray(obj.Z.T)
+    work = prod.work  # a parfor takes arrays and flat tuples, not the TilePlan inside prod
     Kbuf = work[0]
     P1 = work[1]
     P2 = work[2]
     for r in prange(m):
         # P1's and P2's rows are free until the products land: scratch of the exponential
-        kernel_row(Yt[r], Zt, gamma, Kbuf[r], P1[r], P2[r])
+        kernel_row(Yt[r], Zt, obj.gamma, Kbuf[r], P1[r], P2[r])
         if held is not None:
             if held[idx[r]] >= 0:
                 Kbuf[r, held[idx[r]]] = 0.0
     if cubic is not None:
         for r in prange(m):
-            _cubic_row(r, idx, Yt, Z, gamma, kyy, kxx, alpha, beta, M1, cubic, F, logdet_y, logdet_x, Kbuf,
-                       value, grad, eta_y, eta_xy, hits)
+            _cubic_row(obj, pts, r, idx, Yt, Kbuf, cubic, out)
         return
-    for r in range(m, padded_rows(m, plan)):
+    for r in range(m, padded_rows(m, prod.plan)):
         for j in range(n):
             Kbuf[r, j] = 0.0
-    plan_products(Kbuf, m, M1, M2, 1 if method == KL else 2, P1, P2, plan, nthreads)
+    plan_products(Kbuf, m, obj.M1, obj.M2, 1 if obj.method == KL else 2, P1, P2, prod.plan, prod.nthreads)
     for r in prange(m):
-        _row_value_grad(method, r, idx, Yt, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F, eta_x, xwx,
-                        Kbuf, P1, P2, value, grad, eta_y, eta_xy, hits, held)
+        _row_value_grad(obj, pts, r, idx, Yt, work, out, held)
 
 
 @kernel()
-def _row_value_grad(method, r, idx, Yt, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F, eta_x, xwx,
-                    Kbuf, P1, P2, value, grad, eta_y, eta_xy, hits, held):
-    Q2 = P1[r] if method == KL else P2[r]
+def _row_value_grad(obj, pts, r, idx, Yt, work, out, held):
+    Kbuf, P1, P2 = work[0], work[1], work[2]
+    Q2 = P1[r] if obj.method == KL else P2[r]
     p = idx[r]
     if held is not None:
         if held[p] >= 0:
-            downdate_products(method, Kbuf[r], P1[r], Q2, M1, M2, held[p])
-    v, ey, exy, h = point_value_grad(method, Yt[r], Z, Kbuf[r], P1[r], Q2, F[p],
-                                     eta_x[p], xwx[p], gamma, kyy, kxx, alpha, beta, floor, grad[r])
-    value[r] = v
-    eta_y[r] = ey
-    eta_xy[r] = exy
-    hits[r] = h
+            downdate_products(obj.method, Kbuf[r], P1[r], Q2, obj.M1, obj.M2, held[p])
+    v, ey, exy, h = point_value_grad(obj, Yt[r], Kbuf[r], P1[r], Q2, pts, p, out.grad[r])
+    out.value[r] = v
+    out.eta_y[r] = ey
+    out.eta_xy[r] = exy
+    out.hits[r] = h
 
 
 @kernel()
-def _cubic_row(r, idx, Yt, Z, gamma, kyy, kxx, alpha, beta, Kyinv, Kxinv, F, logdet_y, logdet_x, Kbuf,
-               value, grad, eta_y, eta_xy, hits):
-    v, ey = _cubic_value_grad(Yt[r], Z, Kbuf[r], F[idx[r]], Kyinv, Kxinv, logdet_y, logdet_x,
-                              kyy, kxx, alpha, beta, gamma, grad[r])
-    value[r] = v
-    eta_y[r] = ey
-    eta_xy[r] = np.nan
-    hits[r] = 0
+def _cubic_row(obj, pts, r, idx, Yt, Kbuf, Kxinv, out):
+    v, ey = _cubic_value_grad(obj, Yt[r], Kbuf[r], pts.F[idx[r]], Kxinv, out.grad[r])
+    out.value[r] = v
+    out.eta_y[r] = ey
+    out.eta_xy[r] = np.nan
+    out.hits[r] = 0
 
 
 @kernel()
@@ -298,9 +344,9 @@ def downdate_products(method, k, P1, P2, M1, M2, h):
 
 
 @kernel()
-def _cubic_value_grad(y, Z, ky, kx, Kyinv, Kxinv, logdet_y, logdet_x, kyy, kxx, alpha, beta, gamma, grad):
-    log_rho2, col, eta_y = sm_cubic_point(ky, kx, Kyinv, Kxinv, logdet_y, logdet_x, kyy, kxx, alpha)
-    a = alpha
+def _cubic_value_grad(obj, y, ky, kx, Kxinv, grad):
+    log_rho2, col, eta_y = sm_cubic_point(obj, ky, kx, Kxinv)
+    a, beta, Z, gamma = obj.alpha, obj.beta, obj.Z, obj.gamma
     if beta == 1.0:
         value = -log_rho2 / (2.0 * (1.0 - a))
         dl = -1.0 / (2.0 * (1.0 - a))

@@ -16,10 +16,12 @@ quasi-Newton step can jump onto that plateau, out of the basin of its start.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from fastsm._kernels.linesearch import approx_wolfe_accept_min, armijo_accept_min, backtrack
-from fastsm._kernels.objectives import evaluate_rows, workspace
+from fastsm._kernels.objectives import Evaluations, Products, evaluate_rows, workspace
 from fastsm.config import kernel
 
 #: Line-search trials per iteration before the direction is declared useless.
@@ -41,15 +43,26 @@ def _compact(mask):
     return out
 
 
+class Options(NamedTuple):
+    """The optimiser's options (``xtol`` and ``max_step`` per point: a leave-one-out model's spread is its own)."""
+
+    max_iter: int
+    xtol: np.ndarray  # step tolerance per point
+    ftol: float  # relative objective tolerance (the rounding floor)
+    max_step: np.ndarray  # trust radius per point
+    use_bfgs: bool  # BFGS, else gradient descent
+    window: int  # points in flight per evaluation round
+    nthreads: int  # the caller's Numba thread count
+
+
 #: Point states of :func:`minimize_batch`.
 _WAITING, _START, _SEARCH, _DONE = 0, 1, 2, 3
 
 
 @kernel()
-def minimize_batch(method, Y0, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F, eta_x, xwx,
-                   logdet_y, logdet_x, max_iter, xtol, ftol, max_step, use_bfgs, window, nthreads, stop, cubic,
-                   held, plan):
-    """Minimise the TGP objective of every point, starting from ``Y0``.
+def minimize_batch(obj, pts, Y0, opts, stop, cubic, held, plan):
+    """Minimise the TGP objective (:class:`~fastsm._kernels.objectives.Objective` ``obj``) of every point
+    (:class:`~fastsm._kernels.objectives.Points` ``pts``), starting from ``Y0``, with :class:`Options` ``opts``.
 
     Continuous batching: at most ``window`` points are in flight; every
     round evaluates, in one :func:`evaluate_rows` call, the pending trial of
@@ -77,8 +90,10 @@ def minimize_batch(method, Y0, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F
     the last two from the evaluation at the returned point (the certainty's
     ingredients for SMTGP).
     """
+    max_iter, xtol, ftol, max_step, use_bfgs, window = (opts.max_iter, opts.xtol, opts.ftol, opts.max_step,
+                                                        opts.use_bfgs, opts.window)
     B, d = Y0.shape
-    n = Z.shape[0]
+    n = obj.Z.shape[0]
     Y = Y0.copy()
     f = np.full(B, np.nan)
     G = np.zeros((B, d))
@@ -101,7 +116,7 @@ def minimize_batch(method, Y0, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F
     exy_acc = np.full(B, np.nan)
 
     w = max(1, min(window, B))
-    work = workspace(w, n, plan.heights[0])
+    prod = Products(workspace(w, n, plan.heights[0]), plan, opts.nthreads)
     slot = np.full(w, -1, dtype=np.int64)
     rows = np.empty(w, dtype=np.int64)
     row_slot = np.empty(w, dtype=np.int64)
@@ -128,9 +143,8 @@ def minimize_batch(method, Y0, Z, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F
                 nr += 1
         if nr == 0:
             break
-        evaluate_rows(method, rows[:nr], Yt[:nr], Z, gamma, kyy, kxx, alpha, beta, floor, M1, M2, F,
-                      eta_x, xwx, logdet_y, logdet_x, work, ft[:nr], Gt[:nr], ey[:nr], exy[:nr], ht[:nr],
-                      cubic, held, plan, nthreads)
+        evaluate_rows(obj, pts, rows[:nr], Yt[:nr], Evaluations(ft[:nr], Gt[:nr], ey[:nr], exy[:nr], ht[:nr]),
+                      prod, cubic, held)
         for r in range(nr):
             p = rows[r]
             n_eval[p] += 1

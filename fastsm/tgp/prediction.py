@@ -19,7 +19,7 @@ import numpy as np
 
 from fastsm import config
 from fastsm._kernels import objectives as obj
-from fastsm._kernels.optimize import minimize_batch
+from fastsm._kernels.optimize import Options, minimize_batch
 from fastsm._kernels.rank_one import row_dots, schur_rows
 from fastsm._kernels.rbf import rbf_cross
 from fastsm._products import tile_plan, times
@@ -196,7 +196,6 @@ def _optimize(model: TGPModel, method: str, Y0: np.ndarray, point_data, held, sp
     n, dy = Y0.shape
     p = model.params
     M1, M2 = _method_mats(model, method)
-    code = _METHOD_CODE[method]
     # SM: the beta = 1 (Rényi) transform is minimised; the SM value is formed at the end
     beta = 1.0 if method in ("sm", "sm_cubic") else p.beta
     out = {
@@ -204,7 +203,7 @@ def _optimize(model: TGPModel, method: str, Y0: np.ndarray, point_data, held, sp
         "ev": np.empty(n, dtype=np.int64), "cv": np.empty(n, dtype=bool), "h": np.empty(n, dtype=np.int64),
         "lc": np.empty(n), "ex": np.empty(n, dtype=bool),
     }
-    floor = _floor(model)
+    objective = _objective(model, method, M1, M2, beta)
     xtol = np.ascontiguousarray(tol * spread)
     max_step = np.ascontiguousarray(trust_radius * spread)
 
@@ -214,11 +213,10 @@ def _optimize(model: TGPModel, method: str, Y0: np.ndarray, point_data, held, sp
                 return
             F, eta_x, xwx, W, ex = point_data(s, e)
             hb = None if held is None else held[s:e]
+            opts = Options(max_iter, xtol[s:e], ftol, max_step[s:e], optimizer == "bfgs", config.DEFAULT_WINDOW,
+                           numba.get_num_threads())
             Yb, fb, itb, evb, cvb, hits, ey, exy = minimize_batch(
-                code, Y0[s:e], model.Y, p.gamma_y, 1.0 + p.lambda_y, 1.0 + p.lambda_x, p.alpha, beta,
-                floor, M1, M2, F, eta_x, xwx, model.logdet_y, model.logdet_x,
-                max_iter, xtol[s:e], ftol, max_step[s:e], optimizer == "bfgs", config.DEFAULT_WINDOW,
-                numba.get_num_threads(), run.stop,
+                objective, obj.Points(F, eta_x, xwx), Y0[s:e], opts, run.stop,
                 model.Kx_inv if method == "sm_cubic" else None, hb, tile_plan(model.n_train),
             )
             out["y"][s:e], out["f"][s:e], out["it"][s:e], out["ev"][s:e] = Yb, fb, itb, evb
@@ -245,18 +243,24 @@ def evaluate(model: TGPModel, method: str, F, eta_x, xwx, Yb, M1, M2, val, grad,
 
     ``held``: left-out training index per row (leave-one-out), or ``None``.
     """
-    p = model.params
     m = Yb.shape[0]
     eta_y, eta_xy = np.empty(m), np.empty(m)
     plan = tile_plan(model.n_train)
     obj.evaluate_rows(
-        _METHOD_CODE[method], np.arange(m), np.ascontiguousarray(Yb), model.Y, p.gamma_y, 1.0 + p.lambda_y,
-        1.0 + p.lambda_x, p.alpha, p.beta if beta is None else beta, _floor(model), M1, M2, F, eta_x, xwx,
-        model.logdet_y, model.logdet_x, obj.workspace(m, model.n_train, plan.heights[0]), val, grad, eta_y, eta_xy,
-        np.zeros(m, dtype=np.int64), model.Kx_inv if method == "sm_cubic" else None,
-        None if held is None else np.ascontiguousarray(held, dtype=np.int64), plan, numba.get_num_threads(),
+        _objective(model, method, M1, M2, model.params.beta if beta is None else beta), obj.Points(F, eta_x, xwx),
+        np.arange(m), np.ascontiguousarray(Yb), obj.Evaluations(val, grad, eta_y, eta_xy, np.zeros(m, dtype=np.int64)),
+        obj.Products(obj.workspace(m, model.n_train, plan.heights[0]), plan, numba.get_num_threads()),
+        model.Kx_inv if method == "sm_cubic" else None,
+        None if held is None else np.ascontiguousarray(held, dtype=np.int64),
     )
     return eta_y, eta_xy
+
+
+def _objective(model: TGPModel, method: str, M1, M2, beta: float) -> obj.Objective:
+    """The kernels' view of ``model`` for ``method`` (``beta = 1``: the beta-free SM transform)."""
+    p = model.params
+    return obj.Objective(_METHOD_CODE[method], model.Y, p.gamma_y, 1.0 + p.lambda_y, 1.0 + p.lambda_x, p.alpha,
+                         float(beta), _floor(model), M1, M2, float(model.logdet_y), float(model.logdet_x))
 
 
 def _log_certainty(model: TGPModel, Yb: np.ndarray, eta_x, xwx, W, *, held=None) -> np.ndarray:
