@@ -55,6 +55,24 @@ class Options(NamedTuple):
     nthreads: int  # the caller's Numba thread count
 
 
+class Iterates(NamedTuple):
+    """The optimiser's state, one row per point (arrays shared with :func:`minimize_batch`'s locals)."""
+
+    Y: np.ndarray  # current point
+    f: np.ndarray  # objective there
+    G: np.ndarray  # gradient there
+    H: np.ndarray  # BFGS inverse Hessian, dy × dy per point
+    HY: np.ndarray  # scratch: H y of the update
+    h_scaled: np.ndarray  # H initialised from a curvature pair (else steepest descent)
+    P: np.ndarray  # search direction
+    t: np.ndarray  # step length of the pending trial
+    slope: np.ndarray  # directional derivative along P
+    gd_len: np.ndarray  # length of the last accepted step (steepest descent's scale)
+    n_iter: np.ndarray
+    converged: np.ndarray
+    active: np.ndarray
+
+
 #: Point states of :func:`minimize_batch`.
 _WAITING, _START, _SEARCH, _DONE = 0, 1, 2, 3
 
@@ -90,8 +108,7 @@ def minimize_batch(obj, pts, Y0, opts, stop, cubic, held, plan):
     the last two from the evaluation at the returned point (the certainty's
     ingredients for SMTGP).
     """
-    max_iter, xtol, ftol, max_step, use_bfgs, window = (opts.max_iter, opts.xtol, opts.ftol, opts.max_step,
-                                                        opts.use_bfgs, opts.window)
+    max_iter, xtol, use_bfgs, window = opts.max_iter, opts.xtol, opts.use_bfgs, opts.window
     B, d = Y0.shape
     n = obj.Z.shape[0]
     Y = Y0.copy()
@@ -112,6 +129,7 @@ def minimize_batch(obj, pts, Y0, opts, stop, cubic, held, plan):
     active = np.ones(B, dtype=np.bool_)
     state = np.full(B, _WAITING, dtype=np.int64)
     trial = Y0.copy()
+    it = Iterates(Y, f, G, H, HY, h_scaled, P, t, slope, gd_len, n_iter, converged, active)
     ey_acc = np.full(B, np.nan)
     exy_acc = np.full(B, np.nan)
 
@@ -168,8 +186,7 @@ def minimize_batch(obj, pts, Y0, opts, stop, cubic, held, plan):
                     slope_t += Gt[r, c] * P[p, c]
                 if armijo_accept_min(f[p], ft[r], t[p], slope[p]) or approx_wolfe_accept_min(
                         f[p], ft[r], slope[p], slope_t):
-                    _accept(p, r, Y, f, G, H, HY, h_scaled, t, Yt, ft, Gt, gd_len, n_iter, converged,
-                            active, xtol, ftol, use_bfgs)
+                    _accept(p, r, it, Yt, ft, Gt, opts)
                     ey_acc[p] = ey[r]
                     exy_acc[p] = exy[r]
                 else:
@@ -195,8 +212,7 @@ def minimize_batch(obj, pts, Y0, opts, stop, cubic, held, plan):
                             trial[p, c] = Y[p, c] + t[p] * P[p, c]
                         continue
             # a new iteration (or the end) for every point not backtracking
-            if active[p] and n_iter[p] < max_iter and _direction(p, G, H, P, h_scaled, gd_len, max_step,
-                                                                 slope, use_bfgs):
+            if active[p] and n_iter[p] < max_iter and _direction(p, it, opts):
                 t[p] = 1.0
                 n_ls[p] = 0
                 state[p] = _SEARCH
@@ -214,8 +230,10 @@ def minimize_batch(obj, pts, Y0, opts, stop, cubic, held, plan):
 
 
 @kernel()
-def _direction(p, G, H, P, h_scaled, gd_len, max_step, slope, use_bfgs):
+def _direction(p, it, opts):
     """Search direction of point ``p`` capped at ``max_step[p]``; False if it overflows."""
+    G, H, P, h_scaled, gd_len, slope = it.G, it.H, it.P, it.h_scaled, it.gd_len, it.slope
+    max_step, use_bfgs = opts.max_step, opts.use_bfgs
     d = G.shape[1]
     gn = 0.0
     for c in range(d):
@@ -259,8 +277,11 @@ def _direction(p, G, H, P, h_scaled, gd_len, max_step, slope, use_bfgs):
 
 
 @kernel()
-def _accept(p, r, Y, f, G, H, HY, h_scaled, t, Yt, ft, Gt, gd_len, n_iter, converged, active, xtol, ftol,
-            use_bfgs):
+def _accept(p, r, it, Yt, ft, Gt, opts):
+    """Point ``p`` takes trial row ``r``: BFGS update of its inverse Hessian, then the convergence test."""
+    Y, f, G, H, HY, h_scaled, t, gd_len = it.Y, it.f, it.G, it.H, it.HY, it.h_scaled, it.t, it.gd_len
+    n_iter, converged, active = it.n_iter, it.converged, it.active
+    xtol, ftol, use_bfgs = opts.xtol, opts.ftol, opts.use_bfgs
     d = Y.shape[1]
     step_inf = 0.0
     sy = 0.0
