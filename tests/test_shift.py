@@ -7,7 +7,7 @@ from scipy.spatial.distance import cdist
 from scipy.stats import norm
 
 from fastsm import datasets, shift
-from fastsm._kernels import frank_wolfe as fwk
+from fastsm._kernels import kliep_problem as kp
 from fastsm.shift.kliep import _fit
 
 SIGMA = 0.4
@@ -77,15 +77,15 @@ def test_step_invariants(small):
         steps = iw._trace.step[: iw.n_iter]
         assert iw._violations == 0, solver  # active set == support of mu, sum mu == 1, every iteration
         assert iw.n_good + iw.n_drop + iw.n_swap == iw.n_iter
-        assert np.sum(steps == fwk.DROP) == iw.n_drop and np.sum(steps == fwk.SWAP) == iw.n_swap
+        assert np.sum(steps == kp.DROP) == iw.n_drop and np.sum(steps == kp.SWAP) == iw.n_swap
         if solver == "fw":
-            assert iw.n_drop == 0 and iw.n_swap == 0 and np.all(steps == fwk.GOOD)
+            assert iw.n_drop == 0 and iw.n_swap == 0 and np.all(steps == kp.GOOD)
         if solver == "afw":
             assert iw.n_swap == 0 and iw.n_drop > 0
         if solver == "pfw":
             assert iw.n_drop + iw.n_swap > 0
         sizes = np.diff(iw._trace.n_active[: iw.n_iter + 1])  # [CS] §III-B: |S| after each kind of step
-        assert np.all(sizes[steps == fwk.DROP] == -1) and np.all(sizes[steps == fwk.SWAP] == 0)
+        assert np.all(sizes[steps == kp.DROP] == -1) and np.all(sizes[steps == kp.SWAP] == 0)
         np.testing.assert_array_equal(iw.active, np.flatnonzero(iw.coef > 0))
 
 
@@ -97,10 +97,10 @@ def test_kernels_match_numpy(small):
     np.testing.assert_allclose(prob.At, (A / b).T, rtol=1e-13)
     r = np.random.default_rng(0).uniform(0.5, 2, Xte.shape[0])
     gt = np.empty(30)
-    fwk.gradient(prob, r, gt)
+    kp.gradient(prob, r, gt)
     np.testing.assert_allclose(gt, (A / b).T @ r, rtol=1e-12)
     free, _, _ = shift.kliep.build_problem(Xtr, Xte, Xte[:30], SIGMA, stored=False)
-    fwk.gradient(free, r, gt)
+    kp.gradient(free, r, gt)
     np.testing.assert_allclose(gt, (A / b).T @ r, rtol=1e-12)
 
 

@@ -14,14 +14,16 @@ from typing import Literal
 import numpy as np
 
 from fastsm._kernels import frank_wolfe as fwk
+from fastsm._kernels import kliep_pg, kliep_polish
+from fastsm._kernels import kliep_problem as kp
 from fastsm._threads import Compute, run_interruptible
 from fastsm._validation import as_2d, as_rng, check_distances
 
 Solver = Literal["pfw", "afw", "fw", "pg"]
 SOLVERS: tuple[str, ...] = ("pfw", "afw", "fw", "pg")
-_VARIANT = {"fw": fwk.FW, "afw": fwk.AFW, "pfw": fwk.PFW, "pg": fwk.PG}
-_REASON = {fwk.STOP_GAP: "gap", fwk.STOP_MAX_ITER: "max_iter", fwk.STOP_OBJECTIVE: "objective",
-           fwk.STOP_LINE_SEARCH: "line_search"}
+_VARIANT = {"fw": kp.FW, "afw": kp.AFW, "pfw": kp.PFW, "pg": kp.PG}
+_REASON = {kp.STOP_GAP: "gap", kp.STOP_MAX_ITER: "max_iter", kp.STOP_OBJECTIVE: "objective",
+           kp.STOP_LINE_SEARCH: "line_search"}
 
 #: Default cap on FW iterations (the FW phase of ``polish=True`` stops far earlier).
 DEFAULT_MAX_ITER = 10_000
@@ -172,7 +174,7 @@ def median_distance(X_train: np.ndarray, X_test: np.ndarray, *, max_points: int 
 
 
 def build_problem(X_train, X_test, C, sigma: float, *, stored: bool | None = None):
-    """The scaled problem of :mod:`fastsm._kernels.frank_wolfe` and ``b``; drops unusable centres.
+    """The scaled problem of :mod:`fastsm._kernels.kliep_problem` and ``b``; drops unusable centres.
 
     Returns ``(problem, b, keep)`` with ``keep`` the indices of the centres used.
     """
@@ -180,7 +182,7 @@ def build_problem(X_train, X_test, C, sigma: float, *, stored: bool | None = Non
         raise SigmaTooSmallError(f"sigma = {sigma:g} is too small: 1 / (2 sigma^2) overflows; increase sigma")
     gamma = 1.0 / (2.0 * sigma * sigma)
     b = np.empty(C.shape[0])
-    fwk.center_means(C, X_train, gamma, b)
+    kp.center_means(C, X_train, gamma, b)
     keep = np.flatnonzero(b >= MIN_CENTER_MEAN)
     if keep.size == 0:
         raise SigmaTooSmallError(f"sigma = {sigma:g} is too small: no centre has a nonzero kernel value at any "
@@ -194,10 +196,10 @@ def build_problem(X_train, X_test, C, sigma: float, *, stored: bool | None = Non
         stored = C.shape[0] * X_test.shape[0] * 8 <= MAX_STORED_BYTES
     if stored:
         At = np.empty((C.shape[0], X_test.shape[0]))
-        fwk.scaled_kernel(C, X_test, gamma, inv_b, At)
+        kp.scaled_kernel(C, X_test, gamma, inv_b, At)
     else:
         At = np.empty((0, 0))
-    return fwk.KliepProblem(At, X_test, np.ascontiguousarray(C), gamma, inv_b, bool(stored)), b, keep
+    return kp.KliepProblem(At, X_test, np.ascontiguousarray(C), gamma, inv_b, bool(stored)), b, keep
 
 
 def _start(problem, b: np.ndarray) -> np.ndarray:
@@ -206,11 +208,11 @@ def _start(problem, b: np.ndarray) -> np.ndarray:
     mu = np.zeros(n_c)
     mu[int(np.argmax(b))] = 1.0
     z = np.empty(problem.Xte.shape[0])
-    fwk.combine(problem, mu, z, np.empty_like(z))
+    kp.combine(problem, mu, z, np.empty_like(z))
     if np.all(z > 0.0):
         return mu
     mu[:] = 1.0 / n_c
-    fwk.combine(problem, mu, z, np.empty_like(z))
+    kp.combine(problem, mu, z, np.empty_like(z))
     if not np.all(z > 0.0):
         bad = int(np.flatnonzero(~(z > 0.0))[0])
         raise SigmaTooSmallError(f"test point {bad} has a zero kernel value at every centre (sigma too small or "
@@ -218,8 +220,8 @@ def _start(problem, b: np.ndarray) -> np.ndarray:
     return mu
 
 
-def _trace(n: int) -> fwk.FWTrace:
-    return fwk.FWTrace(np.full(n, np.nan), np.full(n, np.nan), np.full(n, -1, dtype=np.int64),
+def _trace(n: int) -> kp.FWTrace:
+    return kp.FWTrace(np.full(n, np.nan), np.full(n, np.nan), np.full(n, -1, dtype=np.int64),
                        np.zeros(n, dtype=np.int64))
 
 
@@ -236,20 +238,20 @@ def solve(problem, b, solver: str, *, max_iter: int, tol: float, ftol: float, po
 
     def body(run: Compute) -> None:
         if solver == "pg":
-            it, reason = fwk.projected_gradient(problem, b, mu, max_iter, 100, trace, run.stop)
+            it, reason = kliep_pg.projected_gradient(problem, b, mu, max_iter, 100, trace, run.stop)
             counts = (0, 0, 0, 0)
             if polish:
-                reason = fwk.STOP_MAX_ITER  # replaced by the polish's reason
+                reason = kp.STOP_MAX_ITER  # replaced by the polish's reason
         else:
             it, reason, *counts = fwk.frank_wolfe(problem, _VARIANT[solver], mu, max_iter, fw_tol, ftol,
                                                    1e-4, trace, run.stop, check)
         res.update(n_iter=it, reason=reason, counts=counts)
         gaps = np.full(51, np.nan)
-        if polish and reason != fwk.STOP_INTERRUPTED:
+        if polish and reason != kp.STOP_INTERRUPTED:
             if np.count_nonzero(mu) > MAX_POLISH_START:  # Newton costs O(n_te k^2): start from the largest atoms
                 mu[mu < np.sort(mu)[-MAX_POLISH_START]] = 0.0
                 mu[:] = mu / mu.sum()
-            n_outer, reason = fwk.polish(problem, mu, tol, 50, 50, 1e-4, gaps, run.stop)
+            n_outer, reason = kliep_polish.polish(problem, mu, tol, 50, 50, 1e-4, gaps, run.stop)
             res.update(reason=reason, n_polish=n_outer, polish_gaps=gaps[: n_outer + 1])
         else:
             res.update(n_polish=0, polish_gaps=gaps[:0])
@@ -257,7 +259,7 @@ def solve(problem, b, solver: str, *, max_iter: int, tol: float, ftol: float, po
     # the polish: up to 50 rounds of Newton steps of O(n_te k^2), k up to the 64 atoms it starts from and more
     polish_flops = 50.0 * n_te * b.size * min(b.size, MAX_POLISH_START) if polish else 0.0
     run_interruptible(threads, body, flops=4.0 * max_iter * n_te * b.size + polish_flops)
-    if res["reason"] == fwk.STOP_INTERRUPTED:  # pragma: no cover - run_interruptible re-raises first
+    if res["reason"] == kp.STOP_INTERRUPTED:  # pragma: no cover - run_interruptible re-raises first
         raise KeyboardInterrupt
     it = res["n_iter"]
     mu[mu < 0.0] = 0.0
@@ -274,11 +276,11 @@ def _fit(X_train, X_test, C, sigma, solver, *, max_iter, tol, ftol, polish, thre
     mu = res["mu"]
     coef = mu / b
     z = np.empty(X_test.shape[0])
-    fwk.combine(problem, mu, z, np.empty_like(z))
+    kp.combine(problem, mu, z, np.empty_like(z))
     gt = np.empty(b.size)
     with np.errstate(all="ignore"):  # z ~ 1e-310 at a test point: 1/z overflows, the gap certifies nothing
         r = 1.0 / z
-        fwk.gradient(problem, r, gt)
+        kp.gradient(problem, r, gt)
         gap = float(gt.max() - mu @ gt)
     if not np.isfinite(gap):
         gap = np.inf
@@ -289,7 +291,7 @@ def _fit(X_train, X_test, C, sigma, solver, *, max_iter, tol, ftol, polish, thre
     n_good, n_drop, n_swap, violations = res["counts"]
     iw = ImportanceWeights(
         weights=_frozen(weights), coef=_frozen(coef), centers=_frozen(problem.C), sigma=float(sigma),
-        active=_frozen(active), objective=float(fwk.log_sum(z)), gap=gap, gap_history=_frozen(hist_g),
+        active=_frozen(active), objective=float(kp.log_sum(z)), gap=gap, gap_history=_frozen(hist_g),
         objective_history=_frozen(res["objective_history"]), n_good=int(n_good), n_drop=int(n_drop),
         n_swap=int(n_swap), n_iter=int(res["n_iter"]), n_polish=int(res["n_polish"]),
         gap_before_polish=float(fw_gaps[-1]) if fw_gaps.size else np.nan, converged=bool(gap <= tol),
@@ -307,7 +309,7 @@ def _evaluate(C: np.ndarray, coef: np.ndarray, X: np.ndarray, gamma: float) -> n
     inv = np.zeros(nz.size)  # scaled_kernel's row scale: coef as the per-centre factor
     inv[:] = coef[nz]
     Kt = np.empty((nz.size, X.shape[0]))
-    fwk.scaled_kernel(np.ascontiguousarray(C[nz]), X, gamma, inv, Kt)
+    kp.scaled_kernel(np.ascontiguousarray(C[nz]), X, gamma, inv, Kt)
     out[:] = Kt.sum(axis=0) if nz.size else 0.0
     return out
 
