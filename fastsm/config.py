@@ -25,6 +25,9 @@ ETA_FLOOR_REL: float = 64.0 * 2.220446049250313e-16
 #: "extrapolated": the objective is flat at its start to working precision.
 EXTRAPOLATION_K: float = 1e-10
 
+#: Iteration limits above this are accepted and mean "no limit" (the kernels count in int64).
+MAX_ITER_CAP: int = 2**62
+
 #: Default maximum number of quasi-Newton iterations per test point ([SM] §5.2).
 DEFAULT_MAX_ITER: int = 50
 

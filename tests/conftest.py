@@ -1,3 +1,10 @@
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
 import numpy as np
 import pytest
 
@@ -18,3 +25,28 @@ def problem(dy, n_train=60, n_test=8, seed=0, lam=1e-3, alpha=0.7, beta=1.5):
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def interrupt_when_ready(code: str, *, timeout: float):
+    """Run ``code`` in a subprocess; once it prints ``ready`` (and 1 s later), send SIGINT.
+
+    ``code`` installs Python's SIGINT handler itself (a child of a backgrounded shell starts with
+    SIGINT ignored).  Returns ``(returncode, stdout, stderr, latency)``, the latency from the signal
+    to the exit.
+    """
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        time.sleep(1.0)
+        t0 = time.perf_counter()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=timeout)
+        latency = time.perf_counter() - t0
+    finally:
+        proc.kill()
+    return proc.returncode, out, err, latency

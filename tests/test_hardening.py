@@ -2,7 +2,6 @@
 
 import dataclasses
 import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -16,6 +15,7 @@ from threadpoolctl import threadpool_info
 
 from fastsm import datasets, divergences, gmm, tgp
 from fastsm._threads import threading_layer
+from tests.conftest import interrupt_when_ready
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -163,19 +163,8 @@ def test_ctrl_c_interrupts_predict_promptly():
         sys.exit(0)
     print("finished", flush=True)
     """
-    env = dict(os.environ, PYTHONPATH=ROOT)
-    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        assert proc.stdout.readline().strip() == "ready"
-        time.sleep(1.0)
-        t0 = time.perf_counter()
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
-        latency = time.perf_counter() - t0
-    finally:
-        proc.kill()
-    assert proc.returncode == 0, err[-2000:]
+    returncode, out, err, latency = interrupt_when_ready(code, timeout=60)
+    assert returncode == 0, err[-2000:]
     assert out.startswith("interrupted"), (out, err[-2000:])
     assert "SystemError" not in err
     assert latency < 10.0  # measured ~0.1 s; generous for a loaded machine

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from fastsm import datasets, shift, tgp
+from tests.conftest import interrupt_when_ready
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -276,9 +277,6 @@ SHARES = ("exact", "none", "cluster")
 
 def test_ctrl_c_interrupts_the_kliep_polish():
     """Before: ignored for minutes (max_iter=0 routed the call inline: the estimate left out the polish)."""
-    import signal
-    import time
-
     code = """
     import signal, sys, time
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -296,18 +294,7 @@ def test_ctrl_c_interrupts_the_kliep_polish():
         sys.exit(0)
     print("finished", flush=True)
     """
-    env = dict(os.environ, PYTHONPATH=ROOT)
-    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        assert proc.stdout.readline().strip() == "ready"
-        time.sleep(1.0)
-        t0 = time.perf_counter()
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=90)
-        latency = time.perf_counter() - t0
-    finally:
-        proc.kill()
+    _, out, err, latency = interrupt_when_ready(code, timeout=90)
     assert out.startswith("interrupted"), (out, err[-2000:])
     assert latency < 20.0  # one Newton step at k ~ 1000 atoms; measured ~1 s
 

@@ -173,14 +173,19 @@ def panels(n, plan, use_panels):
 def plan_products(K, m, M1, M2, nprod, P1, P2, plan, nthreads):
     """``P1[:mp] = K[:mp] @ M1`` and (``nprod == 2``) ``P2[:mp] = K[:mp] @ M2`` by the plan's tiles.
 
-    ``K`` must hold ``mp = padded_rows(m, plan)`` rows, the ones past ``m``
-    finite (zeros).  Panels are used only when the full-width tiles
-    would leave threads idle; the plan guarantees both give the same rows.
-    ``nthreads`` (the caller's Numba thread count) chooses that split only.
+    ``K`` must hold ``mp = padded_rows(m, plan)`` rows; the ones past ``m``
+    are set to zero here (the tile cover is computed once per call).  Panels
+    are used only when the full-width tiles would leave threads idle; the
+    plan guarantees both give the same rows.  ``nthreads`` (the caller's
+    Numba thread count) chooses that split only.
     """
     n = M1.shape[0]
     starts, heights = row_tiles(m, plan)
     nt = starts.shape[0]
+    mp = starts[nt - 1] + heights[nt - 1] if nt > 0 else 0
+    for r in range(m, mp):
+        for j in range(K.shape[1]):
+            K[r, j] = 0.0
     width, npan = panels(n, plan, nprod * nt < 2 * nthreads)
     scal = np.array([1.0, 0.0])
     for task in prange(nprod * nt * npan):

@@ -24,7 +24,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import prange
 
-from fastsm._kernels.gemm import padded_rows, plan_products
+from fastsm._kernels.gemm import plan_products
 from fastsm._kernels.rank_one import bordered_inverse
 from fastsm._kernels.rbf import contract_jacobian, kernel_row
 from fastsm.config import kernel
@@ -246,7 +246,7 @@ def evaluate_rows(obj, pts, idx, Yt, out, prod, cubic, held):
     (:func:`~fastsm._kernels.gemm.plan_products`: call shapes from a menu
     that depends on ``N`` only, checked on this process's BLAS to give every
     row the same arithmetic wherever it sits); then the O(N·dy) per-point
-    work.  The tiles' padding rows are zero rows.  A row's
+    work.  The tiles' padding rows are zero rows (set by ``plan_products``).  A row's
     result therefore depends on nothing but its own data: not on the other
     rows of the call, their number, the thread count or ``nthreads``, which
     only chooses between full-width tiles and column panels.
@@ -265,7 +265,6 @@ def evaluate_rows(obj, pts, idx, Yt, out, prod, cubic, held):
     inside a kernel would make it uncacheable).
     """
     m = idx.shape[0]
-    n = obj.Z.shape[0]
     Zt = np.ascontiguousarray(obj.Z.T)
     work = prod.work  # a parfor takes arrays and flat tuples, not the TilePlan inside prod
     Kbuf = work[0]
@@ -281,9 +280,6 @@ def evaluate_rows(obj, pts, idx, Yt, out, prod, cubic, held):
         for r in prange(m):
             _cubic_row(obj, pts, r, idx, Yt, Kbuf, cubic, out)
         return
-    for r in range(m, padded_rows(m, prod.plan)):
-        for j in range(n):
-            Kbuf[r, j] = 0.0
     plan_products(Kbuf, m, obj.M1, obj.M2, 1 if obj.method == KL else 2, P1, P2, prod.plan, prod.nthreads)
     for r in prange(m):
         _row_value_grad(obj, pts, r, idx, Yt, work, out, held)

@@ -39,8 +39,6 @@ MAX_STORED_BYTES = 2 * 1024**3
 MIN_CENTER_MEAN = 1e-250
 #: Solver iterations recorded in ``gap_history`` / ``objective_history`` (the first ones; 3.2 MB).
 TRACE_LIMIT = 100_000
-#: ``max_iter`` beyond this means "no limit" (the kernels count in int64).
-MAX_ITER_CAP = 2**62
 
 
 class SigmaTooSmallError(ValueError):

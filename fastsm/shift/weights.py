@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from fastsm import config
 from fastsm._threads import resolve_threads
 from fastsm._validation import as_rng, check_choice, check_int, check_scalar
 from fastsm.shift.kliep import (
     DEFAULT_MAX_ITER,
     DEFAULT_TOL,
-    MAX_ITER_CAP,
     SOLVERS,
     ImportanceWeights,
     Solver,
@@ -86,7 +86,7 @@ def estimate_weights(
     """
     X_train, X_test = check_pair(X_train, X_test)
     check_choice("solver", solver, SOLVERS)
-    max_iter = min(check_int("max_iter", max_iter, low=0), MAX_ITER_CAP)
+    max_iter = min(check_int("max_iter", max_iter, low=0), config.MAX_ITER_CAP)
     tol = check_scalar("tol", tol, low=0.0)
     ftol = check_scalar("ftol", ftol, low=0.0)
     if not isinstance(polish, (bool, np.bool_)):

@@ -35,8 +35,6 @@ Method = Literal["sm", "kl", "ikl", "sm_cubic"]
 _METHOD_CODE = {"kl": obj.KL, "ikl": obj.IKL, "sm": obj.SM, "sm_cubic": obj.SM_CUBIC}
 
 
-#: Iteration counts above this are accepted and treated as "no limit".
-_MAX_ITER_CAP = 2**62
 
 
 def _check_model(model) -> TGPModel:
@@ -149,7 +147,7 @@ def start(init, method: str, shape: tuple[int, int], rows: str, *, linear, kl) -
 def _check_options(method, optimizer, max_iter, tol, trust_radius, batch_size):
     check_choice("method", method, METHODS)
     check_choice("optimizer", optimizer, ("bfgs", "gd"))
-    max_iter = min(check_int("max_iter", max_iter, low=0), _MAX_ITER_CAP)
+    max_iter = min(check_int("max_iter", max_iter, low=0), config.MAX_ITER_CAP)
     tol = check_scalar("tol", tol, low=0.0)
     trust_radius = check_scalar("trust_radius", trust_radius, low=0.0, low_open=True)
     batch_size = check_int("batch_size", batch_size, low=1)
