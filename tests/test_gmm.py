@@ -5,7 +5,7 @@ import pytest
 
 from fastsm import divergences as D
 from fastsm import gmm
-from fastsm._kernels.mixture import mixtures_logpdf
+from fastsm._kernels.mixture import Components, mixtures_logpdf
 
 
 def rand_gmm(rng, K, d, spread=1.5):
@@ -17,7 +17,8 @@ def rand_gmm(rng, K, d, spread=1.5):
 
 def logpdf(f, X):
     out = np.empty((len(X), 1))
-    mixtures_logpdf(X, f.weights, f.means, f.chol, f.logdet, np.array([0, f.n_components]), out)
+    one = Components(f.weights, np.array([0, f.n_components]), f.means, f.covariances, f.chol, f.logdet)
+    mixtures_logpdf(X, one, out)
     return out[:, 0]
 
 

@@ -37,7 +37,7 @@ def test_contract_jacobian_equals_explicit_product(rng):
     k = rbf(y[None], Z, 0.3)[0]
     v1, v2, v3 = rng.normal(size=(3, 40))
     g = np.empty(5)
-    contract_jacobian(y, Z, k, 0.3, 0.5, v1, -2.0, v2, 3.0, v3, True, g)
+    contract_jacobian(y, Z, k, 0.3, (0.5, -2.0, 3.0), (v1, v2, v3), True, g)
     J = rbf_jacobian(y, Z, k, 0.3)
     np.testing.assert_allclose(g, (0.5 * v1 - 2.0 * v2 + 3.0 * v3) @ J, rtol=1e-12, atol=1e-14)
 

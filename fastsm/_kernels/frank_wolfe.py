@@ -5,6 +5,8 @@ The problem, its products and the Armijo rule: :mod:`fastsm._kernels.kliep_probl
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from fastsm._kernels.kliep_problem import (
@@ -40,7 +42,6 @@ def _away(gt, active, n_active):
     return l_aw
 
 
-
 @kernel()
 def _remove(active, n_active, l):
     for k in range(n_active):
@@ -48,7 +49,6 @@ def _remove(active, n_active, l):
             active[k] = active[n_active - 1]
             return n_active - 1
     return n_active
-
 
 
 @kernel()
@@ -69,14 +69,103 @@ def _check(mu, in_active, n_active):
 
 
 
+class FWOptions(NamedTuple):
+    """What a Frank–Wolfe run is asked to do (the problem and the iterate travel apart)."""
+
+    variant: int  # FW, AFW or PFW
+    max_iter: int
+    tol: float  # stop at a duality gap <= tol
+    ftol: float  # stop at a relative increase of F <= ftol over one step (when > 0)
+    tau: float  # the Armijo constant
+    check: bool  # count invariant violations after every step
+
+
 @kernel()
-def frank_wolfe(p, variant, mu, max_iter, tol, ftol, tau, trace, stop, check):
+def _direction(p, variant, z, gt, mu, gap, gmax, mg, l_fw, active, n_active, dz, buf_a, buf_b):
+    """The step direction ``dz`` in ``z``-space for Alg. 2 / 4 / 5 (in place).
+
+    Returns ``(towards, l_aw, rho_max, slope)``: whether the step moves towards the
+    FW vertex ``l_fw``, the away atom (-1 for FW), the largest feasible step and the
+    directional derivative.
+    """
+    n = z.shape[0]
+    row_fw = _row(p, l_fw, buf_a)
+    if variant == FW:
+        for j in range(n):
+            dz[j] = row_fw[j] - z[j]
+        return True, -1, 1.0, gap
+    l_aw = _away(gt, active, n_active)
+    row_aw = _row(p, l_aw, buf_b)
+    m_aw = mu[l_aw]
+    if variant == PFW:
+        for j in range(n):
+            dz[j] = row_fw[j] - row_aw[j]
+        return False, l_aw, m_aw, gmax - gt[l_aw]
+    if gap >= mg - gt[l_aw]:
+        for j in range(n):
+            dz[j] = row_fw[j] - z[j]
+        return True, l_aw, 1.0, gap
+    for j in range(n):
+        dz[j] = z[j] - row_aw[j]
+    return False, l_aw, m_aw / (1.0 - m_aw), mg - gt[l_aw]
+
+
+@kernel()
+def _add(mu, active, in_active, n_active, l, rho):
+    """``mu[l] += rho``, ``l`` joining the active set; returns the new active count."""
+    mu[l] += rho
+    if not in_active[l]:
+        active[n_active] = l
+        in_active[l] = True
+        n_active += 1
+    return n_active
+
+
+@kernel()
+def _drop(mu, active, in_active, n_active, l):
+    """``mu[l] = 0``, ``l`` leaving the active set; returns the new active count."""
+    mu[l] = 0.0
+    in_active[l] = False
+    return _remove(active, n_active, l)
+
+
+@kernel()
+def _step(variant, mu, active, in_active, n_active, towards, l_fw, l_aw, rho, rho_max):
+    """Move ``mu`` by ``rho`` along the chosen direction (in place); returns ``(n_active, kind)``."""
+    if towards:  # [CS] Eq. 22-23
+        if rho == 1.0:
+            for k in range(n_active):
+                mu[active[k]] = 0.0
+                in_active[active[k]] = False
+            return _add(mu, active, in_active, 0, l_fw, 1.0), GOOD
+        for k in range(n_active):
+            mu[active[k]] *= 1.0 - rho
+        return _add(mu, active, in_active, n_active, l_fw, rho), GOOD
+    if variant == AFW:  # Eq. 26-27
+        for k in range(n_active):
+            mu[active[k]] *= 1.0 + rho
+        mu[l_aw] -= rho
+        if rho == rho_max:
+            return _drop(mu, active, in_active, n_active, l_aw), DROP
+        return n_active, GOOD
+    # PFW, Eq. 30-31
+    new_atom = not in_active[l_fw]
+    n_active = _add(mu, active, in_active, n_active, l_fw, rho)
+    mu[l_aw] -= rho
+    if rho != rho_max:
+        return n_active, GOOD
+    return _drop(mu, active, in_active, n_active, l_aw), SWAP if new_atom else DROP
+
+
+@kernel()
+def frank_wolfe(p, opts, mu, trace, stop):
     """[CS] Alg. 2 (FW), 4 (AFW) or 5 (PFW) with the Armijo rule of Alg. 3, from ``mu`` (in place).
 
-    ``mu`` must lie on the unit simplex.  Stops when the duality gap is at
-    most ``tol``, when the relative increase of ``F`` over one iteration is
-    at most ``ftol`` (``ftol > 0``), at ``max_iter`` or when ``stop[0]`` is
-    set.  ``trace`` records the gap, ``F`` and the active-set size at every
+    ``mu`` must lie on the unit simplex; ``opts`` is an :class:`FWOptions`.
+    Stops when the duality gap is at most ``opts.tol``, when the relative
+    increase of ``F`` over one iteration is at most ``opts.ftol``
+    (``ftol > 0``), at ``opts.max_iter`` or when ``stop[0]`` is set.
+    ``trace`` records the gap, ``F`` and the active-set size at every
     iterate and the kind of every step.
 
     Returns ``(n_iter, stop_reason, n_good, n_drop, n_swap, violations)``.
@@ -99,11 +188,8 @@ def frank_wolfe(p, variant, mu, max_iter, tol, ftol, tau, trace, stop, check):
             in_active[l] = True
             n_active += 1
     f = log_sum(z)
-    n_good = 0
-    n_drop = 0
-    n_swap = 0
+    kinds = np.zeros(3, dtype=np.int64)  # GOOD, DROP, SWAP
     violations = 0
-    reason = STOP_MAX_ITER
     it = 0
     while True:
         for j in range(n):
@@ -112,110 +198,37 @@ def frank_wolfe(p, variant, mu, max_iter, tol, ftol, tau, trace, stop, check):
         l_fw, gmax, mg = _gap(gt, mu)
         gap = gmax - mg
         _record(trace, it, gap, f, n_active)
-        if gap <= tol:
+        if gap <= opts.tol:
             reason = STOP_GAP
             break
-        if it >= max_iter:
+        if it >= opts.max_iter:
             reason = STOP_MAX_ITER
             break
         if stop[0] != 0:
             reason = STOP_INTERRUPTED
             break
-        row_fw = _row(p, l_fw, buf_a)
-        towards = True
-        l_aw = -1
-        if variant == FW:
-            for j in range(n):
-                dz[j] = row_fw[j] - z[j]
-            rho_max = 1.0
-            slope = gap
-        else:
-            l_aw = _away(gt, active, n_active)
-            row_aw = _row(p, l_aw, buf_b)
-            m_aw = mu[l_aw]
-            if variant == PFW:
-                towards = False
-                for j in range(n):
-                    dz[j] = row_fw[j] - row_aw[j]
-                rho_max = m_aw
-                slope = gmax - gt[l_aw]
-            elif gap >= mg - gt[l_aw]:
-                for j in range(n):
-                    dz[j] = row_fw[j] - z[j]
-                rho_max = 1.0
-                slope = gap
-            else:
-                towards = False
-                for j in range(n):
-                    dz[j] = z[j] - row_aw[j]
-                rho_max = m_aw / (1.0 - m_aw)
-                slope = mg - gt[l_aw]
+        towards, l_aw, rho_max, slope = _direction(p, opts.variant, z, gt, mu, gap, gmax, mg, l_fw, active,
+                                                   n_active, dz, buf_a, buf_b)
         if l_aw == l_fw or not slope > 0.0:  # no ascent direction left: optimal to rounding
             reason = STOP_GAP
             break
-        rho, f_new, ok = armijo_max(z, dz, f, slope, rho_max, tau, 0.0)
+        rho, f_new, ok = armijo_max(z, dz, f, slope, rho_max, opts.tau, 0.0)
         if not ok:
             reason = STOP_LINE_SEARCH
             break
-        kind = GOOD
-        if towards:  # [CS] Eq. 22-23
-            if rho == 1.0:
-                for k in range(n_active):
-                    mu[active[k]] = 0.0
-                    in_active[active[k]] = False
-                mu[l_fw] = 1.0
-                active[0] = l_fw
-                in_active[l_fw] = True
-                n_active = 1
-            else:
-                for k in range(n_active):
-                    mu[active[k]] *= 1.0 - rho
-                mu[l_fw] += rho
-                if not in_active[l_fw]:
-                    active[n_active] = l_fw
-                    in_active[l_fw] = True
-                    n_active += 1
-        elif variant == AFW:  # Eq. 26-27
-            for k in range(n_active):
-                mu[active[k]] *= 1.0 + rho
-            mu[l_aw] -= rho
-            if rho == rho_max:
-                mu[l_aw] = 0.0
-                in_active[l_aw] = False
-                n_active = _remove(active, n_active, l_aw)
-                kind = DROP
-        else:  # PFW, Eq. 30-31
-            mu[l_fw] += rho
-            mu[l_aw] -= rho
-            if not in_active[l_fw]:
-                active[n_active] = l_fw
-                in_active[l_fw] = True
-                n_active += 1
-                if rho == rho_max:
-                    kind = SWAP
-            elif rho == rho_max:
-                kind = DROP
-            if rho == rho_max:
-                mu[l_aw] = 0.0
-                in_active[l_aw] = False
-                n_active = _remove(active, n_active, l_aw)
+        n_active, kind = _step(opts.variant, mu, active, in_active, n_active, towards, l_fw, l_aw, rho, rho_max)
         for j in range(n):
             z[j] += rho * dz[j]
-        if kind == GOOD:
-            n_good += 1
-        elif kind == DROP:
-            n_drop += 1
-        else:
-            n_swap += 1
+        kinds[kind] += 1
         if it < trace.step.shape[0]:
             trace.step[it] = kind
         it += 1
-        if check:
+        if opts.check:
             violations += _check(mu, in_active, n_active)
         f_old = f
         f = f_new
-        if ftol > 0.0 and f - f_old <= ftol * abs(f_old):
+        if opts.ftol > 0.0 and f - f_old <= opts.ftol * abs(f_old):
             _record(trace, it, np.nan, f, n_active)  # gap not computed: stopped before the next gradient
             reason = STOP_OBJECTIVE
             break
-    return it, reason, n_good, n_drop, n_swap, violations
+    return it, reason, kinds[GOOD], kinds[DROP], kinds[SWAP], violations

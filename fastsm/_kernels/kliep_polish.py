@@ -60,6 +60,94 @@ def _add_candidates(gt, mg, mu, S, k, n_add):
 
 
 @kernel()
+def _newton(p, mu, S, k, r, buf):
+    """The Newton step on the support's face: ``(E, delta, dec, ok)``.
+
+    ``E`` holds the support's rows of ``At``, ``delta`` the step in ``mu[S]``
+    (``sum delta = 0``, the constraint eliminated through its multiplier) and
+    ``dec`` the predicted increase ``g . delta``; ``ok`` is False when the
+    Hessian is not numerically positive definite.
+    """
+    n = r.shape[0]
+    E = np.empty((k, n))
+    for q in range(k):
+        E[q] = _row(p, S[q], buf)
+    Er = np.empty((k, n))
+    g = np.zeros(k)
+    for q in range(k):
+        for j in range(n):
+            Er[q, j] = E[q, j] * r[j]
+            g[q] += Er[q, j]
+    gm = 0.0  # centre g: the multiplier absorbs a constant, and g . delta loses no digits to it
+    for q in range(k):
+        gm += mu[S[q]] * g[q]
+    for q in range(k):
+        g[q] -= gm
+    H = np.dot(Er, Er.T)
+    dmax = 0.0
+    for q in range(k):
+        dmax = max(dmax, H[q, q])
+    for q in range(k):
+        H[q, q] += 1e-13 * dmax + 1e-300
+    L, ok = _cholesky(H)
+    if not ok:
+        return E, g, 0.0, False
+    x1 = _cholesky_solve(L, g)
+    x2 = _cholesky_solve(L, np.ones(k))
+    nu = np.sum(x1) / np.sum(x2)
+    delta = x1 - nu * x2
+    dec = 0.0
+    for q in range(k):
+        dec += g[q] * delta[q]
+    return E, delta, dec, True
+
+
+@kernel()
+def _noise(z):
+    """The rounding level of ``F = sum log z`` (a Newton decrement below it is converged)."""
+    noise = 0.0
+    for j in range(z.shape[0]):
+        noise += abs(np.log(z[j])) + 1.0
+    return noise * 8.0 * 2.220446049250313e-16
+
+
+@kernel()
+def _ratio_test(mu, S, k, delta):
+    """The largest step before an atom of the face reaches zero, and that atom: ``(t_max, q_hit)``."""
+    t_max = np.inf
+    q_hit = -1
+    for q in range(k):
+        if delta[q] < 0.0:
+            t = mu[S[q]] / -delta[q]
+            if t < t_max:
+                t_max = t
+                q_hit = q
+    return t_max, q_hit
+
+
+@kernel()
+def _move(mu, S, k, delta, rho, t_max, q_hit):
+    """``mu[S] += rho delta``, dropping the atom that hit zero, renormalised; returns the new ``k``."""
+    for q in range(k):
+        mu[S[q]] += rho * delta[q]
+    if rho == t_max:
+        mu[S[q_hit]] = -1.0  # reached the face's boundary: dropped below
+    kk = 0
+    for q in range(k):  # drop the atom that hit zero (and any rounded below it)
+        if mu[S[q]] >= 0.0:
+            S[kk] = S[q]
+            kk += 1
+        else:
+            mu[S[q]] = 0.0
+    total = 0.0
+    for q in range(kk):
+        total += mu[S[q]]
+    for q in range(kk):
+        mu[S[q]] /= total
+    return kk
+
+
+@kernel()
 def polish(p, mu, tol, max_outer, max_inner, tau, gaps, stop):
     """Fully-corrective Newton polish (beyond [CS]; MATH §5), from ``mu`` (in place).
 
@@ -108,41 +196,8 @@ def polish(p, mu, tol, max_outer, max_inner, tau, gaps, stop):
         for _ in range(max_inner):
             if stop[0] != 0:  # a Newton step costs O(n_te k^2): poll each one
                 return o, STOP_INTERRUPTED
-            E = np.empty((k, n))
-            for q in range(k):
-                E[q] = _row(p, S[q], buf)
-            Er = np.empty((k, n))
-            g = np.zeros(k)
-            for q in range(k):
-                for j in range(n):
-                    Er[q, j] = E[q, j] * r[j]
-                    g[q] += Er[q, j]
-            gm = 0.0  # centre g: the multiplier absorbs a constant, and g . delta loses no digits to it
-            for q in range(k):
-                gm += mu[S[q]] * g[q]
-            for q in range(k):
-                g[q] -= gm
-            H = np.dot(Er, Er.T)
-            dmax = 0.0
-            for q in range(k):
-                dmax = max(dmax, H[q, q])
-            for q in range(k):
-                H[q, q] += 1e-13 * dmax + 1e-300
-            L, ok = _cholesky(H)
-            if not ok:
-                break
-            x1 = _cholesky_solve(L, g)
-            x2 = _cholesky_solve(L, np.ones(k))
-            nu = np.sum(x1) / np.sum(x2)
-            delta = x1 - nu * x2
-            dec = 0.0
-            for q in range(k):
-                dec += g[q] * delta[q]
-            noise = 0.0
-            for j in range(n):
-                noise += abs(np.log(z[j])) + 1.0
-            noise *= 8.0 * 2.220446049250313e-16
-            if not dec > 1e-10 * noise:  # Newton converged far below F's rounding level
+            E, delta, dec, ok = _newton(p, mu, S, k, r, buf)
+            if not ok or not dec > 1e-10 * _noise(z):  # singular, or converged far below F's rounding level
                 break
             kk = 0  # added atoms (mu = 0) that Newton wants negative leave the face before any step
             for q in range(k):
@@ -153,41 +208,17 @@ def polish(p, mu, tol, max_outer, max_inner, tau, gaps, stop):
             if kk < k:
                 k = kk
                 continue
-            t_max = np.inf
-            q_hit = -1
-            for q in range(k):
-                if delta[q] < 0.0:
-                    t = mu[S[q]] / -delta[q]
-                    if t < t_max:
-                        t_max = t
-                        q_hit = q
-            t0 = min(1.0, t_max)
+            t_max, q_hit = _ratio_test(mu, S, k, delta)
             for j in range(n):
                 s = 0.0
                 for q in range(k):
                     s += delta[q] * E[q, j]
                 dz[j] = s
-            rho, f_new, ok = armijo_max(z, dz, f, dec, t0, tau, noise)
+            rho, f_new, ok = armijo_max(z, dz, f, dec, min(1.0, t_max), tau, _noise(z))
             if not ok:
                 break
-            for q in range(k):
-                mu[S[q]] += rho * delta[q]
+            k = _move(mu, S, k, delta, rho, t_max, q_hit)
             moved = True
-            if rho == t_max:
-                mu[S[q_hit]] = -1.0  # reached the face's boundary: dropped below
-            kk = 0
-            for q in range(k):  # drop the atom that hit zero (and any rounded below it)
-                if mu[S[q]] >= 0.0:
-                    S[kk] = S[q]
-                    kk += 1
-                else:
-                    mu[S[q]] = 0.0
-            k = kk
-            total = 0.0
-            for q in range(k):
-                total += mu[S[q]]
-            for q in range(k):
-                mu[S[q]] /= total
             combine(p, mu, z, buf)
             for j in range(n):
                 r[j] = 1.0 / z[j]

@@ -6,6 +6,8 @@ computed once per component, never from explicit inverses.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import prange
 
@@ -15,9 +17,21 @@ from fastsm.config import kernel
 LOG_2PI = np.log(2.0 * np.pi)
 
 
+class Components(NamedTuple):
+    """The components of a list of mixtures, packed: mixture ``m`` owns rows ``off[m]:off[m + 1]``."""
+
+    w: np.ndarray  # (K,) weights
+    off: np.ndarray  # (n_mixtures + 1,) int64 offsets
+    M: np.ndarray  # (K, d) means
+    S: np.ndarray  # (K, d, d) covariances
+    L: np.ndarray  # (K, d, d) lower Cholesky factors of S
+    ld: np.ndarray  # (K,) log-determinants of S
+
+
 @kernel(parallel=True)
-def kl_pairs(MF, LF, ldF, MG, LG, ldG, I, J, out):
-    """``out[p] = KL(f_I[p] || g_J[p])`` from per-component Cholesky factors."""
+def kl_pairs(F, G, I, J, out):
+    """``out[p] = KL(f_I[p] || g_J[p])`` from per-component Cholesky factors (``F``, ``G``: :class:`Components`)."""
+    MF, LF, ldF, MG, LG, ldG = F.M, F.L, F.ld, G.M, G.L, G.ld
     for p in prange(I.shape[0]):
         i = I[p]
         j = J[p]
@@ -25,8 +39,9 @@ def kl_pairs(MF, LF, ldF, MG, LG, ldG, I, J, out):
 
 
 @kernel(parallel=True)
-def log_rho_pairs(MF, SF, MG, SG, a, I, J, out, status):
-    """``out[p] = log ∫ f_I[p]^a g_J[p]^(1-a)``."""
+def log_rho_pairs(F, G, a, I, J, out, status):
+    """``out[p] = log ∫ f_I[p]^a g_J[p]^(1-a)`` (``F``, ``G``: :class:`Components`)."""
+    MF, SF, MG, SG = F.M, F.S, G.M, G.S
     for p in prange(I.shape[0]):
         s, v = log_rho_pair(MF[I[p]], SF[I[p]], MG[J[p]], SG[J[p]], a, 0)
         out[p] = v
@@ -40,13 +55,15 @@ VAR = 3
 
 
 @kernel(parallel=True)
-def aggregate(method, C, wa, offa, wb, offb, Cself, offself, out):
+def aggregate(method, C, A, B, Cself, offself, out):
     """Mixture measures from component divergences, one mixture pair per iteration.
 
-    ``C[i, j] = D(f_i || g_j)`` over all components of all mixtures (rows: A,
-    columns: B); ``Cself`` packs the within-mixture blocks ``D(f_i || f_i')``
-    of A (needed by VAR) at offsets ``offself``.
+    ``C[i, j] = D(f_i || g_j)`` over all components of all mixtures (rows:
+    :class:`Components` ``A``, columns: ``B``); ``Cself`` packs the
+    within-mixture blocks ``D(f_i || f_i')`` of A (needed by VAR) at offsets
+    ``offself``.
     """
+    wa, offa, wb, offb = A.w, A.off, B.w, B.off
     na = offa.shape[0] - 1
     nb = offb.shape[0] - 1
     for p in prange(na * nb):
@@ -97,8 +114,9 @@ def aggregate(method, C, wa, offa, wb, offb, Cself, offself, out):
 
 
 @kernel(parallel=True)
-def mixtures_logpdf(X, W, M, L, ld, off, out):
-    """``out[n, b] = log g_b(x_n)`` for every point and every mixture ``b`` (packed at ``off``)."""
+def mixtures_logpdf(X, G, out):
+    """``out[n, b] = log g_b(x_n)`` for every point and every mixture ``b`` of :class:`Components` ``G``."""
+    W, M, L, ld, off = G.w, G.M, G.L, G.ld, G.off
     N, d = X.shape
     nb = off.shape[0] - 1
     for p in prange(N * nb):

@@ -108,13 +108,13 @@ def point_value_grad(obj, y, k, P1, P2, pts, p, grad):
     if method == KL:
         # [SM] Eq. 5; gradient -2 (u_x - eta_x/eta_y u_y)^T J (MATH §3, Eq. 6 corrected)
         value = kyy - 2.0 * kF - eta_x * np.log(eta_y)
-        contract_jacobian(y, Z, k, gamma, -2.0, F, 2.0 * eta_x / eta_y, P1, 0.0, P1, False, grad)
+        contract_jacobian(y, Z, k, gamma, (-2.0, 2.0 * eta_x / eta_y, 0.0), (F, P1, P1), False, grad)
     elif method == IKL:
         # [SM] Eq. 7/8 with v_x = K_Y^-1 k_x and C k_y precomputed
         kP2 = _dot(k, P2, n, 0)
         ly = np.log(eta_y) - np.log(eta_x)
         value = -2.0 * kF + kP2 + eta_y * ly
-        contract_jacobian(y, Z, k, gamma, -2.0, F, -2.0 * (ly + 1.0), P1, 2.0, P2, True, grad)
+        contract_jacobian(y, Z, k, gamma, (-2.0, -2.0 * (ly + 1.0), 2.0), (F, P1, P2), True, grad)
     else:
         # [SM] Eq. 16/17 in log space: s = a log eta_y - log eta_xy
         a = alpha
@@ -132,12 +132,8 @@ def point_value_grad(obj, y, k, P1, P2, pts, p, grad):
             c = (1.0 - beta) / (2.0 * (1.0 - a))
             value = np.exp(c * s) / (beta - 1.0)
             dlds = c * value
-        contract_jacobian(
-            y, Z, k, gamma,
-            dlds * 2.0 * a * (1.0 - a) / eta_xy, F,
-            dlds * (-2.0 * a / eta_y), P1,
-            dlds * 2.0 * a * a / eta_xy, P2, True, grad,
-        )
+        coefs = (dlds * 2.0 * a * (1.0 - a) / eta_xy, dlds * (-2.0 * a / eta_y), dlds * 2.0 * a * a / eta_xy)
+        contract_jacobian(y, Z, k, gamma, coefs, (F, P1, P2), True, grad)
     return value, eta_y, eta_xy, hits
 
 
@@ -351,5 +347,5 @@ def _cubic_value_grad(obj, y, ky, kx, Kxinv, grad):
         value = np.expm1(c * log_rho2) / (beta - 1.0)
         dl = c * np.exp(c * log_rho2) / (beta - 1.0)
     coef = dl * (-2.0 * (1.0 - a))
-    contract_jacobian(y, Z, ky, gamma, coef, col, 0.0, col, 0.0, col, False, grad)
+    contract_jacobian(y, Z, ky, gamma, (coef, 0.0, 0.0), (col, col, col), False, grad)
     return value, eta_y

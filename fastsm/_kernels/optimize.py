@@ -71,6 +71,13 @@ class Iterates(NamedTuple):
     n_iter: np.ndarray
     converged: np.ndarray
     active: np.ndarray
+    trial: np.ndarray  # the point's pending trial
+    n_ls: np.ndarray  # backtracking trials in this iteration
+    n_eval: np.ndarray
+    hits: np.ndarray  # floor hits (see evaluate_rows)
+    eta_y: np.ndarray  # certainty ingredients at the current point
+    eta_xy: np.ndarray
+    state: np.ndarray  # _WAITING, _START, _SEARCH or _DONE
 
 
 #: Point states of :func:`minimize_batch`.
@@ -108,32 +115,10 @@ def minimize_batch(obj, pts, Y0, opts, stop, cubic, held, plan):
     the last two from the evaluation at the returned point (the certainty's
     ingredients for SMTGP).
     """
-    max_iter, xtol, use_bfgs, window = opts.max_iter, opts.xtol, opts.use_bfgs, opts.window
     B, d = Y0.shape
     n = obj.Z.shape[0]
-    Y = Y0.copy()
-    f = np.full(B, np.nan)
-    G = np.zeros((B, d))
-    H = np.zeros((B, d, d))
-    HY = np.empty((B, d))
-    h_scaled = np.zeros(B, dtype=np.bool_)
-    P = np.zeros((B, d))
-    t = np.ones(B)
-    slope = np.zeros(B)
-    gd_len = np.zeros(B)
-    n_iter = np.zeros(B, dtype=np.int64)
-    n_eval = np.zeros(B, dtype=np.int64)
-    n_ls = np.zeros(B, dtype=np.int64)
-    hits = np.zeros(B, dtype=np.int64)
-    converged = np.zeros(B, dtype=np.bool_)
-    active = np.ones(B, dtype=np.bool_)
-    state = np.full(B, _WAITING, dtype=np.int64)
-    trial = Y0.copy()
-    it = Iterates(Y, f, G, H, HY, h_scaled, P, t, slope, gd_len, n_iter, converged, active)
-    ey_acc = np.full(B, np.nan)
-    exy_acc = np.full(B, np.nan)
-
-    w = max(1, min(window, B))
+    it = _iterates(Y0)
+    w = max(1, min(opts.window, B))
     prod = Products(workspace(w, n, plan.heights[0]), plan, opts.nthreads)
     slot = np.full(w, -1, dtype=np.int64)
     rows = np.empty(w, dtype=np.int64)
@@ -150,14 +135,12 @@ def minimize_batch(obj, pts, Y0, opts, stop, cubic, held, plan):
         for s in range(w):
             if slot[s] < 0 and next_point < B:
                 slot[s] = next_point
-                state[next_point] = _START
+                it.state[next_point] = _START
                 next_point += 1
             if slot[s] >= 0:
-                p = slot[s]
-                rows[nr] = p
+                rows[nr] = slot[s]
                 row_slot[nr] = s
-                for c in range(d):
-                    Yt[nr, c] = trial[p, c]
+                Yt[nr] = it.trial[slot[s]]
                 nr += 1
         if nr == 0:
             break
@@ -165,68 +148,103 @@ def minimize_batch(obj, pts, Y0, opts, stop, cubic, held, plan):
                       prod, cubic, held)
         for r in range(nr):
             p = rows[r]
-            n_eval[p] += 1
-            hits[p] += ht[r]
-            if state[p] == _START:
-                f[p] = ft[r]
-                gmax = 0.0
-                for c in range(d):
-                    G[p, c] = Gt[r, c]
-                    gmax = max(gmax, abs(Gt[r, c]))
-                ey_acc[p] = ey[r]
-                exy_acc[p] = exy[r]
-                if not np.isfinite(f[p]) or not np.isfinite(gmax):
-                    active[p] = False
-                elif gmax == 0.0:
-                    active[p] = False
-                    converged[p] = True
-            else:
-                slope_t = 0.0
-                for c in range(d):
-                    slope_t += Gt[r, c] * P[p, c]
-                if armijo_accept_min(f[p], ft[r], t[p], slope[p]) or approx_wolfe_accept_min(
-                        f[p], ft[r], slope[p], slope_t):
-                    _accept(p, r, it, Yt, ft, Gt, opts)
-                    ey_acc[p] = ey[r]
-                    exy_acc[p] = exy[r]
-                else:
-                    n_ls[p] += 1
-                    step = 0.0
-                    for c in range(d):
-                        v = abs(t[p] * P[p, c])
-                        if not v <= step:  # NaN propagates
-                            step = v
-                    if not np.isfinite(step) or n_ls[p] >= MAX_LINESEARCH:
-                        active[p] = False
-                    elif step < 0.1 * xtol[p]:
-                        # no decrease at a step below tolerance: stationary to
-                        # precision unless the quasi-Newton direction was stale
-                        if use_bfgs and h_scaled[p]:
-                            h_scaled[p] = False  # steepest descent below
-                        else:
-                            active[p] = False
-                            converged[p] = True
-                    else:
-                        t[p] = backtrack(f[p], ft[r], t[p], slope[p])
-                        for c in range(d):
-                            trial[p, c] = Y[p, c] + t[p] * P[p, c]
-                        continue
-            # a new iteration (or the end) for every point not backtracking
-            if active[p] and n_iter[p] < max_iter and _direction(p, it, opts):
-                t[p] = 1.0
-                n_ls[p] = 0
-                state[p] = _SEARCH
-                for c in range(d):
-                    trial[p, c] = Y[p, c] + P[p, c]
-            else:
-                if active[p] and n_iter[p] < max_iter:
-                    active[p] = False  # overflowing direction: unconverged
-                state[p] = _DONE
+            it.n_eval[p] += 1
+            it.hits[p] += ht[r]
+            if it.state[p] == _START:
+                _first(p, r, it, ft, Gt, ey, exy)
+            elif armijo_accept_min(it.f[p], ft[r], it.t[p], it.slope[p]) or approx_wolfe_accept_min(
+                    it.f[p], ft[r], it.slope[p], _dot(Gt[r], it.P[p])):
+                _accept(p, r, it, Yt, ft, Gt, opts)
+                it.eta_y[p] = ey[r]
+                it.eta_xy[p] = exy[r]
+            elif _backtrack(p, r, it, ft, opts):
+                continue
+            if not _next_iteration(p, it, opts):
                 slot[row_slot[r]] = -1
     for p in range(B):
-        if state[p] != _DONE:
-            active[p] = False
-    return Y, f, n_iter, n_eval, converged, hits, ey_acc, exy_acc
+        if it.state[p] != _DONE:
+            it.active[p] = False
+    return it.Y, it.f, it.n_iter, it.n_eval, it.converged, it.hits, it.eta_y, it.eta_xy
+
+
+@kernel()
+def _iterates(Y0):
+    """A fresh :class:`Iterates` for the points ``Y0`` (every point waiting, its trial its start)."""
+    B, d = Y0.shape
+    return Iterates(Y0.copy(), np.full(B, np.nan), np.zeros((B, d)), np.zeros((B, d, d)), np.empty((B, d)),
+                    np.zeros(B, dtype=np.bool_), np.zeros((B, d)), np.ones(B), np.zeros(B), np.zeros(B),
+                    np.zeros(B, dtype=np.int64), np.zeros(B, dtype=np.bool_), np.ones(B, dtype=np.bool_),
+                    Y0.copy(), np.zeros(B, dtype=np.int64), np.zeros(B, dtype=np.int64),
+                    np.zeros(B, dtype=np.int64), np.full(B, np.nan), np.full(B, np.nan),
+                    np.full(B, _WAITING, dtype=np.int64))
+
+
+@kernel()
+def _dot(a, b):
+    s = 0.0
+    for c in range(a.shape[0]):
+        s += a[c] * b[c]
+    return s
+
+
+@kernel()
+def _first(p, r, it, ft, Gt, ey, exy):
+    """Point ``p``'s first evaluation (trial row ``r``): its start's value, gradient and certainty."""
+    it.f[p] = ft[r]
+    gmax = 0.0
+    for c in range(Gt.shape[1]):
+        it.G[p, c] = Gt[r, c]
+        gmax = max(gmax, abs(Gt[r, c]))
+    it.eta_y[p] = ey[r]
+    it.eta_xy[p] = exy[r]
+    if not np.isfinite(it.f[p]) or not np.isfinite(gmax):
+        it.active[p] = False
+    elif gmax == 0.0:
+        it.active[p] = False
+        it.converged[p] = True
+
+
+@kernel()
+def _backtrack(p, r, it, ft, opts):
+    """Point ``p``'s trial ``r`` was refused: the next, shorter trial (True), or the end of its search."""
+    it.n_ls[p] += 1
+    step = 0.0
+    for c in range(it.P.shape[1]):
+        v = abs(it.t[p] * it.P[p, c])
+        if not v <= step:  # NaN propagates
+            step = v
+    if not np.isfinite(step) or it.n_ls[p] >= MAX_LINESEARCH:
+        it.active[p] = False
+    elif step < 0.1 * opts.xtol[p]:
+        # no decrease at a step below tolerance: stationary to
+        # precision unless the quasi-Newton direction was stale
+        if opts.use_bfgs and it.h_scaled[p]:
+            it.h_scaled[p] = False  # steepest descent below
+        else:
+            it.active[p] = False
+            it.converged[p] = True
+    else:
+        it.t[p] = backtrack(it.f[p], ft[r], it.t[p], it.slope[p])
+        for c in range(it.P.shape[1]):
+            it.trial[p, c] = it.Y[p, c] + it.t[p] * it.P[p, c]
+        return True
+    return False
+
+
+@kernel()
+def _next_iteration(p, it, opts):
+    """A new iteration of point ``p`` (its full step the next trial: True), or its end (False)."""
+    if it.active[p] and it.n_iter[p] < opts.max_iter and _direction(p, it, opts):
+        it.t[p] = 1.0
+        it.n_ls[p] = 0
+        it.state[p] = _SEARCH
+        for c in range(it.P.shape[1]):
+            it.trial[p, c] = it.Y[p, c] + it.P[p, c]
+        return True
+    if it.active[p] and it.n_iter[p] < opts.max_iter:
+        it.active[p] = False  # overflowing direction: unconverged
+    it.state[p] = _DONE
+    return False
 
 
 @kernel()

@@ -67,8 +67,11 @@ def rbf_jacobian(y, Z, k, gamma):
 
 
 @kernel()
-def contract_jacobian(y, Z, k, gamma, c1, v1, c2, v2, c3, v3, use_v3, grad):
+def contract_jacobian(y, Z, k, gamma, coefs, vecs, use_v3, grad):
     """``grad = a^T J`` with ``a = c1 v1 + c2 v2 + c3 v3`` in O(N·d).
+
+    ``coefs = (c1, c2, c3)`` and ``vecs = (v1, v2, v3)``; the third term is
+    skipped unless ``use_v3``.
 
     ``J`` is never formed: ``sum_i a_i J[i, d] = -2 gamma (y[d] S - T[d])``
     with ``S = sum_i a_i k_i`` and ``T[d] = sum_i a_i k_i z_i[d]``.
@@ -79,6 +82,8 @@ def contract_jacobian(y, Z, k, gamma, c1, v1, c2, v2, c3, v3, use_v3, grad):
     process that compiled the kernel and one that loaded it from the cache
     gave gradients differing in the last bit (docs/performance.md).
     """
+    c1, c2, c3 = coefs
+    v1, v2, v3 = vecs
     n, d = Z.shape
     for c in range(d):
         grad[c] = 0.0

@@ -75,17 +75,18 @@ class _Stack:
         self.L = np.ascontiguousarray(np.concatenate([m.chol for m in mixtures]))
         self.ld = np.concatenate([m.logdet for m in mixtures])
         self.mixtures = list(mixtures)
+        self.packed = _k.Components(self.w, self.off, self.M, self.S, self.L, self.ld)
 
 
 def _pair_divergences(A: _Stack, B: _Stack, I, J, spec):
     kind, a, b = spec
     out = np.empty(I.shape[0])
     if kind == "kl":
-        _k.kl_pairs(A.M, A.L, A.ld, B.M, B.L, B.ld, I, J, out)
+        _k.kl_pairs(A.packed, B.packed, I, J, out)
         return out
     alpha = 0.5 if kind == "bhattacharyya" else a
     status = np.zeros(I.shape[0], dtype=np.int64)
-    _k.log_rho_pairs(A.M, A.S, B.M, B.S, alpha, I, J, out, status)
+    _k.log_rho_pairs(A.packed, B.packed, alpha, I, J, out, status)
     if np.any(status):
         raise ValueError("a component pair has a*S_g + (1-a)*S_f not positive definite (alpha > 1)")
     if kind == "bhattacharyya":
@@ -149,16 +150,16 @@ def pairwise(mixtures_a, mixtures_b=None, method: str = "var", *, component="kl"
                 offself = np.concatenate([[0], np.cumsum(sizes**2)]).astype(np.int64)
             else:
                 Cself, offself = np.zeros(1), np.zeros(na + 1, dtype=np.int64)
-            _k.aggregate(_AGG[method], C, A.w, A.off, B.w, B.off, Cself, offself, out)
+            _k.aggregate(_AGG[method], C, A.packed, B.packed, Cself, offself, out)
         elif method == "ut":
             d = A.dim
             # sigma points mu_i ± sqrt(d) L_i[:, k], k = 1..d, each of weight 1/(2d)
             cols = np.sqrt(d) * A.L.transpose(0, 2, 1)  # (K, d, d): row k = column k of sqrt(d) L
             X = np.concatenate([A.M[:, None, :] + cols, A.M[:, None, :] - cols], axis=1).reshape(-1, d)
             logg = np.empty((X.shape[0], nb))
-            _k.mixtures_logpdf(np.ascontiguousarray(X), B.w, B.M, B.L, B.ld, B.off, logg)
+            _k.mixtures_logpdf(np.ascontiguousarray(X), B.packed, logg)
             logf = np.empty((X.shape[0], na))
-            _k.mixtures_logpdf(np.ascontiguousarray(X), A.w, A.M, A.L, A.ld, A.off, logf)
+            _k.mixtures_logpdf(np.ascontiguousarray(X), A.packed, logf)
             owner = np.repeat(np.arange(na), np.diff(A.off) * 2 * d)
             wpt = np.repeat(A.w, 2 * d) / (2 * d)
             own = logf[np.arange(X.shape[0]), owner]
@@ -171,11 +172,12 @@ def pairwise(mixtures_a, mixtures_b=None, method: str = "var", *, component="kl"
             for a, f in enumerate(A.mixtures):
                 X = f.sample(n_samples, rng)
                 logg = np.empty((n_samples, nb))
-                _k.mixtures_logpdf(X, B.w, B.M, B.L, B.ld, B.off, logg)
+                _k.mixtures_logpdf(X, B.packed, logg)
                 logf = np.empty((n_samples, 1))
                 sub = A.off[a:a + 2] - A.off[a]
                 k0, k1 = A.off[a], A.off[a + 1]
-                _k.mixtures_logpdf(X, A.w[k0:k1], A.M[k0:k1], A.L[k0:k1], A.ld[k0:k1], sub, logf)
+                own = _k.Components(A.w[k0:k1], sub, A.M[k0:k1], A.S[k0:k1], A.L[k0:k1], A.ld[k0:k1])
+                _k.mixtures_logpdf(X, own, logf)
                 out[a] = np.mean(logf - logg, axis=0)
     return out
 

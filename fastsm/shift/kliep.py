@@ -234,6 +234,9 @@ def solve(problem, b, solver: str, *, max_iter: int, tol: float, ftol: float, po
     trace = _trace(min(max_iter, TRACE_LIMIT) + 2)
     res: dict = {}
 
+    if solver != "pg":
+        opts = fwk.FWOptions(_VARIANT[solver], max_iter, fw_tol, ftol, 1e-4, check)
+
     def body(run: Compute) -> None:
         if solver == "pg":
             it, reason = kliep_pg.projected_gradient(problem, b, mu, max_iter, 100, trace, run.stop)
@@ -241,8 +244,7 @@ def solve(problem, b, solver: str, *, max_iter: int, tol: float, ftol: float, po
             if polish:
                 reason = kp.STOP_MAX_ITER  # replaced by the polish's reason
         else:
-            it, reason, *counts = fwk.frank_wolfe(problem, _VARIANT[solver], mu, max_iter, fw_tol, ftol,
-                                                   1e-4, trace, run.stop, check)
+            it, reason, *counts = fwk.frank_wolfe(problem, opts, mu, trace, run.stop)
         res.update(n_iter=it, reason=reason, counts=counts)
         gaps = np.full(51, np.nan)
         if polish and reason != kp.STOP_INTERRUPTED:
