@@ -32,41 +32,13 @@ from fastsm._kernels.kliep_problem import (
 from fastsm.config import kernel
 
 
-@kernel()
-def _away(gt, active, n_active):
-    l_aw = active[0]
-    for k in range(n_active):
-        l = active[k]
-        if gt[l] < gt[l_aw]:
-            l_aw = l
-    return l_aw
+class Atoms(NamedTuple):
+    """The iterate ``mu`` on the simplex and its active set (the atoms with ``mu > 0``)."""
 
-
-@kernel()
-def _remove(active, n_active, l):
-    for k in range(n_active):
-        if active[k] == l:
-            active[k] = active[n_active - 1]
-            return n_active - 1
-    return n_active
-
-
-@kernel()
-def _check(mu, in_active, n_active):
-    """Invariant violations: active set != support of ``mu``, or ``sum mu != 1``."""
-    bad = 0
-    count = 0
-    s = 0.0
-    for l in range(mu.shape[0]):
-        s += mu[l]
-        if mu[l] < 0.0 or (mu[l] > 0.0) != in_active[l]:
-            bad += 1
-        if in_active[l]:
-            count += 1
-    if count != n_active or abs(s - 1.0) > 1e-12:
-        bad += 1
-    return bad
-
+    mu: np.ndarray  # (n_c,) weights, summing to 1
+    active: np.ndarray  # (n_c,) int64: the active atoms in its first ``n[0]`` entries
+    in_active: np.ndarray  # (n_c,) bool
+    n: np.ndarray  # (1,) int64: the active count
 
 
 class FWOptions(NamedTuple):
@@ -81,22 +53,91 @@ class FWOptions(NamedTuple):
 
 
 @kernel()
-def _direction(p, variant, z, gt, mu, gap, gmax, mg, l_fw, active, n_active, dz, buf_a, buf_b):
+def _atoms(mu):
+    """The :class:`Atoms` of ``mu`` (in place: ``mu`` is not copied)."""
+    n_c = mu.shape[0]
+    atoms = Atoms(mu, np.empty(n_c, dtype=np.int64), np.zeros(n_c, dtype=np.bool_), np.zeros(1, dtype=np.int64))
+    for l in range(n_c):
+        if mu[l] > 0.0:
+            atoms.active[atoms.n[0]] = l
+            atoms.in_active[l] = True
+            atoms.n[0] += 1
+    return atoms
+
+
+@kernel()
+def _away(gt, atoms):
+    """The away atom: the active atom of least ``gt``."""
+    active = atoms.active
+    l_aw = active[0]
+    for k in range(atoms.n[0]):
+        l = active[k]
+        if gt[l] < gt[l_aw]:
+            l_aw = l
+    return l_aw
+
+
+@kernel()
+def _add(atoms, l, rho):
+    """``mu[l] += rho``, ``l`` joining the active set."""
+    atoms.mu[l] += rho
+    if not atoms.in_active[l]:
+        atoms.active[atoms.n[0]] = l
+        atoms.in_active[l] = True
+        atoms.n[0] += 1
+
+
+@kernel()
+def _drop(atoms, l):
+    """``mu[l] = 0``, ``l`` leaving the active set."""
+    atoms.mu[l] = 0.0
+    atoms.in_active[l] = False
+    active, n = atoms.active, atoms.n[0]
+    for k in range(n):
+        if active[k] == l:
+            active[k] = active[n - 1]
+            atoms.n[0] = n - 1
+            return
+
+
+@kernel()
+def _check(atoms):
+    """Invariant violations: active set != support of ``mu``, or ``sum mu != 1``."""
+    mu, in_active = atoms.mu, atoms.in_active
+    bad = 0
+    count = 0
+    s = 0.0
+    for l in range(mu.shape[0]):
+        s += mu[l]
+        if mu[l] < 0.0 or (mu[l] > 0.0) != in_active[l]:
+            bad += 1
+        if in_active[l]:
+            count += 1
+    if count != atoms.n[0] or abs(s - 1.0) > 1e-12:
+        bad += 1
+    return bad
+
+
+@kernel()
+def _direction(p, variant, atoms, z, gt, vertex, dz, bufs):
     """The step direction ``dz`` in ``z``-space for Alg. 2 / 4 / 5 (in place).
 
-    Returns ``(towards, l_aw, rho_max, slope)``: whether the step moves towards the
-    FW vertex ``l_fw``, the away atom (-1 for FW), the largest feasible step and the
-    directional derivative.
+    ``vertex = (l_fw, gmax, mg)`` from :func:`~fastsm._kernels.kliep_problem._gap`;
+    ``bufs`` two scratch rows.  Returns ``(towards, l_aw, rho_max, slope)``:
+    whether the step moves towards the FW vertex ``l_fw``, the away atom (-1
+    for FW), the largest feasible step and the directional derivative.
     """
+    l_fw, gmax, mg = vertex
+    gap = gmax - mg
     n = z.shape[0]
-    row_fw = _row(p, l_fw, buf_a)
+    row_fw = _row(p, l_fw, bufs[0])
     if variant == FW:
         for j in range(n):
             dz[j] = row_fw[j] - z[j]
         return True, -1, 1.0, gap
-    l_aw = _away(gt, active, n_active)
-    row_aw = _row(p, l_aw, buf_b)
-    m_aw = mu[l_aw]
+    l_aw = _away(gt, atoms)
+    row_aw = _row(p, l_aw, bufs[1])
+    m_aw = atoms.mu[l_aw]
     if variant == PFW:
         for j in range(n):
             dz[j] = row_fw[j] - row_aw[j]
@@ -111,50 +152,37 @@ def _direction(p, variant, z, gt, mu, gap, gmax, mg, l_fw, active, n_active, dz,
 
 
 @kernel()
-def _add(mu, active, in_active, n_active, l, rho):
-    """``mu[l] += rho``, ``l`` joining the active set; returns the new active count."""
-    mu[l] += rho
-    if not in_active[l]:
-        active[n_active] = l
-        in_active[l] = True
-        n_active += 1
-    return n_active
-
-
-@kernel()
-def _drop(mu, active, in_active, n_active, l):
-    """``mu[l] = 0``, ``l`` leaving the active set; returns the new active count."""
-    mu[l] = 0.0
-    in_active[l] = False
-    return _remove(active, n_active, l)
-
-
-@kernel()
-def _step(variant, mu, active, in_active, n_active, towards, l_fw, l_aw, rho, rho_max):
-    """Move ``mu`` by ``rho`` along the chosen direction (in place); returns ``(n_active, kind)``."""
+def _step(variant, atoms, towards, l_fw, l_aw, rho, rho_max):
+    """Move ``mu`` by ``rho`` along the chosen direction (in place); returns the step's kind."""
+    mu, active = atoms.mu, atoms.active
     if towards:  # [CS] Eq. 22-23
         if rho == 1.0:
-            for k in range(n_active):
+            for k in range(atoms.n[0]):
                 mu[active[k]] = 0.0
-                in_active[active[k]] = False
-            return _add(mu, active, in_active, 0, l_fw, 1.0), GOOD
-        for k in range(n_active):
+                atoms.in_active[active[k]] = False
+            atoms.n[0] = 0
+            _add(atoms, l_fw, 1.0)
+            return GOOD
+        for k in range(atoms.n[0]):
             mu[active[k]] *= 1.0 - rho
-        return _add(mu, active, in_active, n_active, l_fw, rho), GOOD
+        _add(atoms, l_fw, rho)
+        return GOOD
     if variant == AFW:  # Eq. 26-27
-        for k in range(n_active):
+        for k in range(atoms.n[0]):
             mu[active[k]] *= 1.0 + rho
         mu[l_aw] -= rho
         if rho == rho_max:
-            return _drop(mu, active, in_active, n_active, l_aw), DROP
-        return n_active, GOOD
+            _drop(atoms, l_aw)
+            return DROP
+        return GOOD
     # PFW, Eq. 30-31
-    new_atom = not in_active[l_fw]
-    n_active = _add(mu, active, in_active, n_active, l_fw, rho)
+    new_atom = not atoms.in_active[l_fw]
+    _add(atoms, l_fw, rho)
     mu[l_aw] -= rho
     if rho != rho_max:
-        return n_active, GOOD
-    return _drop(mu, active, in_active, n_active, l_aw), SWAP if new_atom else DROP
+        return GOOD
+    _drop(atoms, l_aw)
+    return SWAP if new_atom else DROP
 
 
 @kernel()
@@ -172,21 +200,13 @@ def frank_wolfe(p, opts, mu, trace, stop):
     """
     n_c = mu.shape[0]
     n = p.Xte.shape[0]
-    buf_a = np.empty(n)
-    buf_b = np.empty(n)
+    bufs = (np.empty(n), np.empty(n))
     z = np.empty(n)
-    combine(p, mu, z, buf_a)
+    combine(p, mu, z, bufs[0])
     r = np.empty(n)
     gt = np.empty(n_c)
     dz = np.empty(n)
-    active = np.empty(n_c, dtype=np.int64)
-    in_active = np.zeros(n_c, dtype=np.bool_)
-    n_active = 0
-    for l in range(n_c):
-        if mu[l] > 0.0:
-            active[n_active] = l
-            in_active[l] = True
-            n_active += 1
+    atoms = _atoms(mu)
     f = log_sum(z)
     kinds = np.zeros(3, dtype=np.int64)  # GOOD, DROP, SWAP
     violations = 0
@@ -195,10 +215,10 @@ def frank_wolfe(p, opts, mu, trace, stop):
         for j in range(n):
             r[j] = 1.0 / z[j]
         gradient(p, r, gt)
-        l_fw, gmax, mg = _gap(gt, mu)
-        gap = gmax - mg
-        _record(trace, it, gap, f, n_active)
-        if gap <= opts.tol:
+        vertex = _gap(gt, mu)
+        l_fw = vertex[0]
+        _record(trace, it, vertex[1] - vertex[2], f, atoms.n[0])
+        if vertex[1] - vertex[2] <= opts.tol:
             reason = STOP_GAP
             break
         if it >= opts.max_iter:
@@ -207,8 +227,7 @@ def frank_wolfe(p, opts, mu, trace, stop):
         if stop[0] != 0:
             reason = STOP_INTERRUPTED
             break
-        towards, l_aw, rho_max, slope = _direction(p, opts.variant, z, gt, mu, gap, gmax, mg, l_fw, active,
-                                                   n_active, dz, buf_a, buf_b)
+        towards, l_aw, rho_max, slope = _direction(p, opts.variant, atoms, z, gt, vertex, dz, bufs)
         if l_aw == l_fw or not slope > 0.0:  # no ascent direction left: optimal to rounding
             reason = STOP_GAP
             break
@@ -216,7 +235,7 @@ def frank_wolfe(p, opts, mu, trace, stop):
         if not ok:
             reason = STOP_LINE_SEARCH
             break
-        n_active, kind = _step(opts.variant, mu, active, in_active, n_active, towards, l_fw, l_aw, rho, rho_max)
+        kind = _step(opts.variant, atoms, towards, l_fw, l_aw, rho, rho_max)
         for j in range(n):
             z[j] += rho * dz[j]
         kinds[kind] += 1
@@ -224,11 +243,11 @@ def frank_wolfe(p, opts, mu, trace, stop):
             trace.step[it] = kind
         it += 1
         if opts.check:
-            violations += _check(mu, in_active, n_active)
+            violations += _check(atoms)
         f_old = f
         f = f_new
         if opts.ftol > 0.0 and f - f_old <= opts.ftol * abs(f_old):
-            _record(trace, it, np.nan, f, n_active)  # gap not computed: stopped before the next gradient
+            _record(trace, it, np.nan, f, atoms.n[0])  # gap not computed: stopped before the next gradient
             reason = STOP_OBJECTIVE
             break
     return it, reason, kinds[GOOD], kinds[DROP], kinds[SWAP], violations

@@ -59,7 +59,7 @@ def _add_candidates(gt, mg, mu, S, k, n_add):
 
 
 
-@kernel()
+@kernel(inline=True)
 def _newton(p, mu, S, k, r, buf):
     """The Newton step on the support's face: ``(E, delta, dec, ok)``.
 
@@ -102,7 +102,7 @@ def _newton(p, mu, S, k, r, buf):
     return E, delta, dec, True
 
 
-@kernel()
+@kernel(inline=True)
 def _noise(z):
     """The rounding level of ``F = sum log z`` (a Newton decrement below it is converged)."""
     noise = 0.0
@@ -111,7 +111,7 @@ def _noise(z):
     return noise * 8.0 * 2.220446049250313e-16
 
 
-@kernel()
+@kernel(inline=True)
 def _ratio_test(mu, S, k, delta):
     """The largest step before an atom of the face reaches zero, and that atom: ``(t_max, q_hit)``."""
     t_max = np.inf
@@ -125,7 +125,7 @@ def _ratio_test(mu, S, k, delta):
     return t_max, q_hit
 
 
-@kernel()
+@kernel(inline=True)
 def _move(mu, S, k, delta, rho, t_max, q_hit):
     """``mu[S] += rho delta``, dropping the atom that hit zero, renormalised; returns the new ``k``."""
     for q in range(k):
@@ -197,7 +197,8 @@ def polish(p, mu, tol, max_outer, max_inner, tau, gaps, stop):
             if stop[0] != 0:  # a Newton step costs O(n_te k^2): poll each one
                 return o, STOP_INTERRUPTED
             E, delta, dec, ok = _newton(p, mu, S, k, r, buf)
-            if not ok or not dec > 1e-10 * _noise(z):  # singular, or converged far below F's rounding level
+            noise = _noise(z)
+            if not ok or not dec > 1e-10 * noise:  # singular, or converged far below F's rounding level
                 break
             kk = 0  # added atoms (mu = 0) that Newton wants negative leave the face before any step
             for q in range(k):
@@ -214,7 +215,7 @@ def polish(p, mu, tol, max_outer, max_inner, tau, gaps, stop):
                 for q in range(k):
                     s += delta[q] * E[q, j]
                 dz[j] = s
-            rho, f_new, ok = armijo_max(z, dz, f, dec, min(1.0, t_max), tau, _noise(z))
+            rho, f_new, ok = armijo_max(z, dz, f, dec, min(1.0, t_max), tau, noise)
             if not ok:
                 break
             k = _move(mu, S, k, delta, rho, t_max, q_hit)

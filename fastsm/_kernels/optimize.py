@@ -117,7 +117,12 @@ def minimize_batch(obj, pts, Y0, opts, stop, cubic, held, plan):
     """
     B, d = Y0.shape
     n = obj.Z.shape[0]
-    it = _iterates(Y0)
+    it = Iterates(Y0.copy(), np.full(B, np.nan), np.zeros((B, d)), np.zeros((B, d, d)), np.empty((B, d)),
+                  np.zeros(B, dtype=np.bool_), np.zeros((B, d)), np.ones(B), np.zeros(B), np.zeros(B),
+                  np.zeros(B, dtype=np.int64), np.zeros(B, dtype=np.bool_), np.ones(B, dtype=np.bool_),
+                  Y0.copy(), np.zeros(B, dtype=np.int64), np.zeros(B, dtype=np.int64),
+                  np.zeros(B, dtype=np.int64), np.full(B, np.nan), np.full(B, np.nan),
+                  np.full(B, _WAITING, dtype=np.int64))
     w = max(1, min(opts.window, B))
     prod = Products(workspace(w, n, plan.heights[0]), plan, opts.nthreads)
     slot = np.full(w, -1, dtype=np.int64)
@@ -140,7 +145,8 @@ def minimize_batch(obj, pts, Y0, opts, stop, cubic, held, plan):
             if slot[s] >= 0:
                 rows[nr] = slot[s]
                 row_slot[nr] = s
-                Yt[nr] = it.trial[slot[s]]
+                for c in range(d):
+                    Yt[nr, c] = it.trial[slot[s], c]
                 nr += 1
         if nr == 0:
             break
@@ -167,19 +173,7 @@ def minimize_batch(obj, pts, Y0, opts, stop, cubic, held, plan):
     return it.Y, it.f, it.n_iter, it.n_eval, it.converged, it.hits, it.eta_y, it.eta_xy
 
 
-@kernel()
-def _iterates(Y0):
-    """A fresh :class:`Iterates` for the points ``Y0`` (every point waiting, its trial its start)."""
-    B, d = Y0.shape
-    return Iterates(Y0.copy(), np.full(B, np.nan), np.zeros((B, d)), np.zeros((B, d, d)), np.empty((B, d)),
-                    np.zeros(B, dtype=np.bool_), np.zeros((B, d)), np.ones(B), np.zeros(B), np.zeros(B),
-                    np.zeros(B, dtype=np.int64), np.zeros(B, dtype=np.bool_), np.ones(B, dtype=np.bool_),
-                    Y0.copy(), np.zeros(B, dtype=np.int64), np.zeros(B, dtype=np.int64),
-                    np.zeros(B, dtype=np.int64), np.full(B, np.nan), np.full(B, np.nan),
-                    np.full(B, _WAITING, dtype=np.int64))
-
-
-@kernel()
+@kernel(inline=True)
 def _dot(a, b):
     s = 0.0
     for c in range(a.shape[0]):
@@ -187,7 +181,7 @@ def _dot(a, b):
     return s
 
 
-@kernel()
+@kernel(inline=True)
 def _first(p, r, it, ft, Gt, ey, exy):
     """Point ``p``'s first evaluation (trial row ``r``): its start's value, gradient and certainty."""
     it.f[p] = ft[r]
@@ -204,7 +198,7 @@ def _first(p, r, it, ft, Gt, ey, exy):
         it.converged[p] = True
 
 
-@kernel()
+@kernel(inline=True)
 def _backtrack(p, r, it, ft, opts):
     """Point ``p``'s trial ``r`` was refused: the next, shorter trial (True), or the end of its search."""
     it.n_ls[p] += 1
@@ -231,7 +225,7 @@ def _backtrack(p, r, it, ft, opts):
     return False
 
 
-@kernel()
+@kernel(inline=True)
 def _next_iteration(p, it, opts):
     """A new iteration of point ``p`` (its full step the next trial: True), or its end (False)."""
     if it.active[p] and it.n_iter[p] < opts.max_iter and _direction(p, it, opts):
