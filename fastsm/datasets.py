@@ -11,7 +11,7 @@ import numpy as np
 
 from fastsm._validation import check_int, check_scalar
 
-__all__ = ["toy1", "toy2", "random_structured", "gmm_manifold", "covariate_shift_toy", "ShiftData",
+__all__ = ["toy1", "toy2", "random_structured", "smooth_manifold", "gmm_manifold", "covariate_shift_toy", "ShiftData",
            "digits_reconstruction", "center_mask", "linnerud"]
 
 
@@ -96,6 +96,48 @@ def random_structured(seed: int = 0, *, n_train: int = 500, n_test: int = 100, d
     W2 = rng.standard_normal((8, dy)) / np.sqrt(8)
     X = rng.standard_normal((n_train + n_test, dx))
     Y = np.tanh(X @ W1) @ W2 + noise * rng.standard_normal((n_train + n_test, dy))
+    return X[:n_train], X[n_train:], Y[:n_train], Y[n_train:]
+
+
+def smooth_manifold(seed: int = 0, *, n_train: int = 2000, n_test: int = 500, dx: int = 10, dy: int = 8,
+                    latent: int = 3, noise: float = 0.01):
+    """A large-N structured-regression set: inputs and outputs on a ``latent``-dimensional manifold.
+
+    Like pose data (image features and joint angles, both driven by a few
+    degrees of freedom): a latent state ``u ~ U[0, 1]^latent`` drives
+    ``dx`` input features ``x_j = sin(u . a_j + b_j) + noise * N(0, 1)``
+    and ``dy`` outputs ``y_k = cos(u . c_k + e_k)``, with frequencies
+    ``a_j, c_k ~ N(0, 2^2 I)`` and phases ``b_j, e_k ~ U[0, 2 pi)`` drawn
+    once from ``seed``.  The outputs are noise-free, so the test error is
+    the regression's own.  Used for KNN-local TGP at ``n_train = 100 000``
+    (``benchmarks/local_large.py``, ``docs/scale.md``).
+
+    Parameters
+    ----------
+    seed : int
+        Seed of ``numpy.random.default_rng`` (the maps and the samples).
+    n_train, n_test : int
+    dx, dy : int
+        Input features and outputs.
+    latent : int
+        Dimension of the manifold.
+    noise : float
+        Standard deviation of the input noise.
+    """
+    n_train = check_int("n_train", n_train, low=1)
+    n_test = check_int("n_test", n_test, low=1)
+    dx = check_int("dx", dx, low=1)
+    dy = check_int("dy", dy, low=1)
+    latent = check_int("latent", latent, low=1)
+    noise = check_scalar("noise", noise, low=0.0)
+    rng = np.random.default_rng(seed)
+    A = 2.0 * rng.standard_normal((latent, dx))
+    b = rng.uniform(0.0, 2.0 * np.pi, dx)
+    C = 2.0 * rng.standard_normal((latent, dy))
+    e = rng.uniform(0.0, 2.0 * np.pi, dy)
+    U = rng.uniform(0.0, 1.0, (n_train + n_test, latent))
+    X = np.sin(U @ A + b) + noise * rng.standard_normal((n_train + n_test, dx))
+    Y = np.cos(U @ C + e)
     return X[:n_train], X[n_train:], Y[:n_train], Y[n_train:]
 
 
