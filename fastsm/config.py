@@ -51,6 +51,9 @@ DEFAULT_BATCH_SIZE: int = 1024
 #: test points are taken in chunks of ``LOCAL_CHUNK_ENTRIES // K`` rows (8 MB).
 LOCAL_CHUNK_ENTRIES: int = 2**20
 
+#: Default bound on the factorised region models a ``share="region"`` local model keeps (bytes).
+LOCAL_CACHE_BYTES: int = 2**30
+
 
 #: Auto-parallelisation limited to explicit ``prange`` loops.  With Numba's
 #: defaults every array expression, allocation and ``.copy()`` inside a

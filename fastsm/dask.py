@@ -8,8 +8,11 @@ of the whole ``X``, for any block size: rows do not depend on their
 batch-mates or on the thread count.  The one model whose rows do depend on
 other test points, a local model with ``share="cluster"`` (its clusters are
 formed per chunk of :func:`fastsm.tgp.local.chunk_rows` test points), gets
-blocks cut at those chunks' boundaries.  A worker that dies mid-run loses
-nothing: Dask re-runs its tasks elsewhere.
+blocks cut at those chunks' boundaries.  A local model with
+``share="region"`` gets its test points grouped by region (sorted by region,
+blocks cut between regions), so each region's model is factorised on one
+worker, once.  A worker that dies mid-run loses nothing: Dask re-runs its
+tasks elsewhere.
 
 Give each worker one task slot and let fastsm use its cores
 (``LocalCluster(n_workers=k, threads_per_worker=1)``, ``dask worker --nthreads 1``):
@@ -61,6 +64,34 @@ def _blocks(n: int, block_size: int) -> list[tuple[int, int]]:
     return [(s, min(n, s + block_size)) for s in range(0, n, block_size)]
 
 
+def _labels_block(model, X):
+    return model.regions_of(X)
+
+
+def _region_spans(sorted_labels: np.ndarray, block_size: int) -> list[tuple[int, int]]:
+    """Blocks of about ``block_size`` rows of region-sorted test points, cut between regions only."""
+    cuts = np.flatnonzero(np.diff(sorted_labels)) + 1
+    spans, start = [], 0
+    for c in cuts:
+        if c - start >= block_size:
+            spans.append((start, int(c)))
+            start = int(c)
+    spans.append((start, sorted_labels.size))
+    return spans
+
+
+def _region_order(model, X, client, model_f):
+    """Region of every test point (computed where ``X`` lives) and the stable order that groups them."""
+    if isinstance(X, da.Array):
+        blocks = client.compute(list(X.to_delayed().ravel()))
+        parts = [client.submit(_labels_block, model_f, blk, pure=False) for blk in blocks]
+        labels = np.concatenate(client.gather(parts)) if parts else np.empty(0, dtype=np.int64)
+    else:
+        labels = model.regions_of(X)
+    order = np.argsort(labels, kind="stable")
+    return labels[order], order
+
+
 def predict(model, X, *, client=None, block_size: int | None = None, progress=False, **predict_kwargs) -> Prediction:
     """:func:`fastsm.tgp.predict` over a Dask cluster, one task per block of test points.
 
@@ -85,7 +116,8 @@ def predict(model, X, *, client=None, block_size: int | None = None, progress=Fa
     **predict_kwargs
         ``method``, ``init`` (an array is split with ``X``), ``max_iter``,
         ``tol``, ``threads`` (per worker), ``optimizer``, ``trust_radius``,
-        ``batch_size``.
+        ``batch_size``.  A ``share="region"`` local model's test points are
+        grouped by region (blocks of whole regions, about ``block_size`` rows).
 
     Returns
     -------
@@ -101,6 +133,7 @@ def predict(model, X, *, client=None, block_size: int | None = None, progress=Fa
     dx = model.X.shape[1]
     # share="cluster": a block must hold whole chunks, as in-process (module docstring)
     unit = chunk_rows(model) if isinstance(model, LocalTGPModel) and model.share == "cluster" else 1
+    by_region = isinstance(model, LocalTGPModel) and model.share == "region"
     if isinstance(X, da.Array):
         if X.ndim != 2 or X.shape[1] != dx:
             raise ValueError(f"X must be a 2-D Dask array with {dx} columns, got shape {X.shape}")
@@ -112,7 +145,7 @@ def predict(model, X, *, client=None, block_size: int | None = None, progress=Fa
         blocks = [(int(a), int(b), blk) for a, b, blk in zip(bounds[:-1], bounds[1:], delayed, strict=True)
                   if b > a]
         spans = [(a, b) for a, b, _ in blocks]
-        parts = client.compute([blk for _, _, blk in blocks])
+        parts = None if by_region else client.compute([blk for _, _, blk in blocks])
     else:
         X = as_2d("X", X)
         if X.shape[1] != dx:
@@ -122,7 +155,7 @@ def predict(model, X, *, client=None, block_size: int | None = None, progress=Fa
             block_size = max(64, math.ceil(X.shape[0] / (4 * n_workers)))
         block_size = check_int("block_size", block_size, low=1)
         spans = _blocks(X.shape[0], unit * math.ceil(block_size / unit))
-        parts = [X[a:b] for a, b in spans]
+        parts = None if by_region else [X[a:b] for a, b in spans]
     n = spans[-1][1] if spans else 0
     if n == 0:
         raise ValueError("X must have at least one row")
@@ -131,9 +164,21 @@ def predict(model, X, *, client=None, block_size: int | None = None, progress=Fa
         if init.shape != (n, model.Y.shape[1]):
             raise ValueError(f"init must have shape {(n, model.Y.shape[1])} (n test points × dy), got {init.shape}")
     [model_f] = client.scatter([model], broadcast=True, hash=False)
+    order = None
+    if by_region:  # whole regions per block: each region's model is built on one worker, once
+        sorted_labels, order = _region_order(model, X, client, model_f)
+        if block_size is None:
+            block_size = max(64, math.ceil(n / (4 * max(1, len(client.scheduler_info().get("workers", {}))))))
+        spans = _region_spans(sorted_labels, check_int("block_size", block_size, low=1))
+        if isinstance(X, da.Array):
+            Xs = X[order].rechunk({0: tuple(b - a for a, b in spans)})
+            parts = client.compute(list(Xs.to_delayed().ravel()))
+        else:
+            parts = [X[order[a:b]] for a, b in spans]
     futures = {}
     for (a, b), part in zip(spans, parts, strict=True):
-        kw = dict(predict_kwargs, init=init if init is None or isinstance(init, str) else init[a:b])
+        rows = slice(a, b) if order is None else order[a:b]
+        kw = dict(predict_kwargs, init=init if init is None or isinstance(init, str) else init[rows])
         futures[client.submit(_predict_block, model_f, part, kw, pure=False)] = (a, b)
     results = {}
     with Progress(progress, n, "dask predict") as bar:
@@ -142,7 +187,15 @@ def predict(model, X, *, client=None, block_size: int | None = None, progress=Fa
             results[a] = fut.result()
             bar.step(b - a)
     out = {name: np.concatenate([results[a][name] for a, _ in spans]) for name in _FIELDS}
+    if order is not None:  # back from region order to the order of X
+        out = {name: _unsort(v, order) for name, v in out.items()}
     return Prediction(**out, method=predict_kwargs.get("method", "sm"))
+
+
+def _unsort(values: np.ndarray, order: np.ndarray) -> np.ndarray:
+    back = np.empty_like(values)
+    back[order] = values
+    return back
 
 
 def gmm_pairwise(mixtures_a, mixtures_b=None, method: str = "var", *, client=None, block_rows: int | None = None,

@@ -97,3 +97,40 @@ def test_cluster_shared_local_model_equals_in_process_for_any_block(setup):
                 fdask.predict(local, da.from_array(Xt, chunks=(50, 1)), client=client)):
         np.testing.assert_array_equal(got.y, ref.y)
         np.testing.assert_array_equal(got.log_certainty, ref.log_certainty)
+
+
+@pytest.mark.determinism
+def test_region_shared_local_model_equals_in_process(setup):
+    """#21: test points grouped by region; bitwise the in-process prediction for any block."""
+    model, Xt, _, client = setup
+    local = tgp.fit_local(model.X, model.Y, PARAMS, n_neighbors=40, share="region", region_size=10)
+    ref = tgp.predict(local, Xt)
+    for kw in ({"block_size": 37}, {"block_size": 1000}, {}):
+        got = fdask.predict(local, Xt, client=client, **kw)
+        for name in ("y", "log_certainty", "n_eval", "extrapolated"):
+            np.testing.assert_array_equal(getattr(got, name), getattr(ref, name))
+    got = fdask.predict(local, da.from_array(Xt, chunks=(50, 2)), client=client, method="kl")
+    np.testing.assert_array_equal(got.y, tgp.predict(local, Xt, method="kl").y)
+
+
+def test_each_region_model_is_built_once_over_the_cluster(setup):
+    """With no cache (``cache_bytes=0``) every block builds each of its regions: once per region in all.
+
+    Workers in this process share the model object, so its counter sees every worker's factorisations.
+    """
+    model, Xt, _, _ = setup
+    local = tgp.fit_local(model.X, model.Y, PARAMS, n_neighbors=40, share="region", region_size=10, cache_bytes=0)
+    used = np.unique(local.regions_of(Xt)).size
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        fdask.predict(local, Xt, client=client, block_size=37)
+        assert local.n_factorized == used
+        fdask.predict(local, da.from_array(Xt, chunks=(23, 2)), client=client, block_size=50)
+        assert local.n_factorized == 2 * used
+
+
+def test_region_blocks_are_cut_between_regions():
+    labels = np.array([0, 0, 1, 1, 1, 2, 5, 5, 5, 5, 7])
+    spans = fdask._region_spans(labels, 3)
+    assert spans == [(0, 5), (5, 10), (10, 11)]
+    assert all(labels[a - 1] != labels[a] for a, _ in spans[1:])

@@ -14,6 +14,12 @@ What is shared (``share=``):
   the test inputs, about ``group_size`` per cluster) and each cluster's
   model is fitted on the *union* of its members' neighbour sets: fewer, larger
   models, each containing every member's own ``K`` neighbours.
+* ``"region"`` (beyond the paper) — regions of the input space chosen from
+  the training inputs (:mod:`fastsm.tgp.regions`, about ``region_size``
+  training points each); a test point uses the model of its region, fitted
+  on the ``K`` training points nearest to the region's centroid, factorised
+  once and cached in the model (``cache_bytes``).  A prediction depends on
+  the model and the point only.
 
 Groups are factorised and predicted concurrently, one Python thread per
 core: the factorisations call LAPACK without the GIL
@@ -46,11 +52,12 @@ from fastsm import config
 from fastsm._progress import Progress
 from fastsm._threads import resolve_threads
 from fastsm._validation import as_2d, check_choice, check_int
+from fastsm.tgp import regions as _regions
 from fastsm.tgp.fitting import check_training, factorize
 from fastsm.tgp.model import Prediction, TGPModel, TGPParams
 from fastsm.tgp.prediction import _check_inputs, predict_global, quiet
 
-SHARES = ("exact", "none", "cluster")
+SHARES = ("exact", "none", "cluster", "region")
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -65,11 +72,19 @@ class LocalTGPModel:
     n_neighbors : int
         ``K``, the training points of each local model.
     sample_weight : ndarray or None
-    share : {"exact", "none", "cluster"}
+    share : {"exact", "none", "cluster", "region"}
     group_size : int
         Test points per cluster for ``share="cluster"``.
+    region_size : int
+        Training points per region for ``share="region"`` (0 otherwise).
+    cache_bytes : int
+        Bound on the bytes of factorised region models kept (``share="region"``).
     tree : scipy.spatial.cKDTree
         Over ``X``.
+    centers : ndarray (n_regions, dx) or None
+        The regions' centroids (``share="region"``).
+    members : ndarray (n_regions, K) or None
+        Sorted training indices of each region's model.
     """
 
     X: np.ndarray
@@ -79,7 +94,13 @@ class LocalTGPModel:
     sample_weight: np.ndarray | None
     share: str
     group_size: int
+    region_size: int = 0
+    cache_bytes: int = 0
     tree: cKDTree = field(init=False)
+    centers: np.ndarray | None = field(init=False, default=None)
+    members: np.ndarray | None = field(init=False, default=None)
+    center_tree: cKDTree | None = field(init=False, default=None)
+    cache: _regions.ModelCache = field(init=False)
 
     def __post_init__(self) -> None:
         for name in ("X", "Y", "sample_weight"):
@@ -89,18 +110,86 @@ class LocalTGPModel:
                 a.setflags(write=False)
                 object.__setattr__(self, name, a)
         object.__setattr__(self, "tree", cKDTree(self.X))
+        object.__setattr__(self, "cache", _regions.ModelCache(self.cache_bytes))
+        if self.share == "region":
+            centers = _regions.partition(self.X, self.region_size)
+            members = np.sort(_regions.nearest(self.tree, centers, self.X, self.n_neighbors), axis=1)
+            for name, a in (("centers", centers), ("members", members)):
+                a.setflags(write=False)
+                object.__setattr__(self, name, a)
+            object.__setattr__(self, "center_tree", cKDTree(centers))
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        del state["cache"]  # factorised models stay in their process (and a lock cannot travel)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        object.__setattr__(self, "cache", _regions.ModelCache(self.cache_bytes))
 
     @property
     def n_train(self) -> int:
         return self.X.shape[0]
 
+    @property
+    def n_regions(self) -> int:
+        """Regions (``share="region"``; 0 otherwise)."""
+        return 0 if self.centers is None else self.centers.shape[0]
+
+    @property
+    def n_factorized(self) -> int:
+        """Region models factorised by this model object so far (``share="region"``)."""
+        return self.cache.n_factorized
+
+    def regions_of(self, X) -> np.ndarray:
+        """The region of each row of ``X`` (its nearest centroid), ``(n,)`` int64."""
+        if self.share != "region":
+            raise ValueError(f"regions_of needs a model fitted with share='region', not {self.share!r}")
+        X = _check_inputs(self, X)
+        return _regions.nearest(self.center_tree, X, self.centers, 1)[:, 0].astype(np.int64)
+
+    def factorize_regions(self, method: str = "sm", regions=None, *, threads: int | None = None) -> int:
+        """Factorise the models of ``regions`` (default: all) for ``method`` now; returns how many were built.
+
+        The models are cached as by a prediction (within ``cache_bytes``);
+        with ``eager=True`` :func:`fit_local` calls this for every region.
+        """
+        if self.share != "region":
+            raise ValueError(f"factorize_regions needs a model fitted with share='region', not {self.share!r}")
+        check_choice("method", method, ("kl", "ikl", "sm"))
+        todo = range(self.n_regions) if regions is None else np.unique(np.asarray(regions, dtype=np.int64))
+        if len(todo) and (min(todo) < 0 or max(todo) >= self.n_regions):
+            raise ValueError(f"regions must lie in [0, {self.n_regions}), got {min(todo)}..{max(todo)}")
+        before = self.cache.n_factorized
+        with ThreadPoolExecutor(max_workers=resolve_threads(threads), thread_name_prefix="fastsm-local") as pool:
+            list(pool.map(lambda r: _region_model(self, int(r), _METHODS[method]), todo))
+        return self.cache.n_factorized - before
+
     def __repr__(self) -> str:
-        return (f"LocalTGPModel(n_train={self.n_train}, n_neighbors={self.n_neighbors}, share={self.share!r}, "
-                f"params={self.params!r})")
+        extra = f", n_regions={self.n_regions}" if self.share == "region" else ""
+        return (f"LocalTGPModel(n_train={self.n_train}, n_neighbors={self.n_neighbors}, share={self.share!r}"
+                f"{extra}, params={self.params!r})")
+
+
+_METHODS = {"sm": ("kl", "sm"), "kl": ("kl",), "ikl": ("ikl",)}
+
+
+def _fit_members(model: LocalTGPModel, members: np.ndarray, methods: tuple[str, ...]) -> TGPModel:
+    """The twin GP of the training points ``members`` (single-threaded: groups run side by side)."""
+    w = None if model.sample_weight is None else model.sample_weight[members]
+    Xn, Yn = model.X[members], model.Y[members]
+    return TGPModel._from_parts(Xn, Yn, model.params, methods,
+                                factorize(Xn, Yn, model.params, methods, threads=1, sample_weight=w), w, copy=False)
+
+
+def _region_model(model: LocalTGPModel, region: int, methods: tuple[str, ...]) -> TGPModel:
+    return model.cache.get(region, methods, lambda wanted: _fit_members(model, model.members[region], wanted))
 
 
 def fit_local(X, Y, params: TGPParams | None = None, *, n_neighbors: int = 800, share: str = "exact",
-              group_size: int = 32, sample_weight=None) -> LocalTGPModel:
+              group_size: int = 32, region_size: int | None = None, cache_bytes: int = config.LOCAL_CACHE_BYTES,
+              eager: bool = False, threads: int | None = None, sample_weight=None) -> LocalTGPModel:
     """A KNN-local twin GP: each test point gets the model of its ``n_neighbors`` nearest training inputs.
 
     Parameters
@@ -110,19 +199,32 @@ def fit_local(X, Y, params: TGPParams | None = None, *, n_neighbors: int = 800, 
     n_neighbors : int
         ``K`` ([SM] §5.1.4 uses 800); ``dy + 1 <= K <= N``.  ``K = N`` is the
         global model.
-    share : {"exact", "none", "cluster"}
+    share : {"exact", "none", "cluster", "region"}
         Factorisations shared between test points (module docstring).
     group_size : int
         Test points per cluster for ``share="cluster"``.
+    region_size : int, optional
+        ``share="region"``: training points per region, ``1 <= region_size
+        <= N`` (regions hold between half of it and it); default
+        ``max(1, K // 8)`` (``docs/scale.md``: choosing K and the region size).
+    cache_bytes : int
+        ``share="region"``: bound on the bytes of factorised region models
+        the model keeps (least recently used evicted first); 0 keeps none.
+        Default ``config.LOCAL_CACHE_BYTES`` (1 GiB).
+    eager : bool
+        ``share="region"``: factorise every region's model now (for SMTGP
+        and KLTGP), as far as ``cache_bytes`` holds them.
+    threads : int, optional
+        Threads for ``eager``.
     sample_weight : array_like (N,), optional
         IW-TGP weights (MATH §6), sliced per neighbourhood.
 
     Returns
     -------
     LocalTGPModel
-        Nothing is factorised here: each local model is built (for the
-        method asked) when :func:`fastsm.tgp.predict` needs it, with the
-        same options as for a global model.
+        Unless ``eager``, nothing is factorised here: each local model is
+        built (for the method asked) when :func:`fastsm.tgp.predict` needs
+        it, with the same options as for a global model.
     """
     params = TGPParams() if params is None else params
     X, Y, _, w = check_training(X, Y, params, None, sample_weight)
@@ -135,8 +237,20 @@ def fit_local(X, Y, params: TGPParams | None = None, *, n_neighbors: int = 800, 
                          f"output dimensions), got {k}")
     check_choice("share", share, SHARES)
     group_size = check_int("group_size", group_size, low=1)
-    return LocalTGPModel(X=X, Y=Y, params=params, n_neighbors=k, sample_weight=w, share=share,
-                         group_size=group_size)
+    cache_bytes = check_int("cache_bytes", cache_bytes, low=0)
+    if not isinstance(eager, (bool, np.bool_)):
+        raise TypeError(f"eager must be a bool, got {type(eager).__name__}")
+    if share == "region":
+        region_size = max(1, k // 8) if region_size is None else check_int("region_size", region_size, low=1)
+        if region_size > n:
+            raise ValueError(f"region_size must be at most the number of training points ({n}), got {region_size}")
+    elif region_size is not None or eager:
+        raise ValueError(f"region_size and eager apply to share='region' only, not share={share!r}")
+    model = LocalTGPModel(X=X, Y=Y, params=params, n_neighbors=k, sample_weight=w, share=share,
+                          group_size=group_size, region_size=region_size or 0, cache_bytes=cache_bytes)
+    if eager:
+        model.factorize_regions("sm", threads=threads)
+    return model
 
 
 def chunk_rows(model: LocalTGPModel) -> int:
@@ -148,24 +262,11 @@ def chunk_rows(model: LocalTGPModel) -> int:
 def _neighbours(model: LocalTGPModel, X: np.ndarray) -> np.ndarray:
     """Sorted indices of the ``K`` nearest training inputs of each row of ``X``, ``(n, K)``.
 
-    Where squared distances overflow (inputs of magnitude ~1e154 and beyond)
-    the KD-tree finds no neighbours; such a point is outside every kernel's
-    support whatever its model, so it gets the neighbours of its projection
-    onto the training inputs' bounding box and is predicted as extrapolated.
+    Inputs whose squared distances overflow get the neighbours of their
+    projection onto the training inputs' bounding box
+    (:func:`fastsm.tgp.regions.nearest`) and are predicted as extrapolated.
     """
-    k = model.n_neighbors
-    _, idx = model.tree.query(X, k=k)
-    idx = idx.reshape(X.shape[0], k)
-    lost = np.flatnonzero((idx >= model.n_train).any(axis=1))
-    if lost.size:
-        box = np.clip(X[lost], model.X.min(axis=0), model.X.max(axis=0))
-        _, again = model.tree.query(box, k=k)
-        again = again.reshape(lost.size, k)
-        if (again >= model.n_train).any():
-            raise ValueError("X: squared distances to the training inputs overflow float64 even inside their "
-                             "bounding box; rescale the inputs")
-        idx[lost] = again
-    return np.sort(idx, axis=1)
+    return np.sort(_regions.nearest(model.tree, X, model.X, model.n_neighbors), axis=1)
 
 
 def neighbour_groups(model: LocalTGPModel, X: np.ndarray, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -175,6 +276,11 @@ def neighbour_groups(model: LocalTGPModel, X: np.ndarray, seed: int = 0) -> list
     indices are held at once.
     """
     k = model.n_neighbors
+    if model.share == "region":  # [(test rows, region)], regions in increasing order
+        labels = _regions.nearest(model.center_tree, X, model.centers, 1)[:, 0]
+        order = np.argsort(labels, kind="stable")
+        bounds = np.flatnonzero(np.diff(labels[order])) + 1
+        return [(rows, int(labels[rows[0]])) for rows in np.split(order, bounds) if rows.size]
     if k == model.n_train:
         return [(np.arange(X.shape[0]), np.arange(k))]
     idx = _neighbours(model, X)
@@ -218,15 +324,14 @@ def predict_local(model: LocalTGPModel, X, *, method: str, init, max_iter: int, 
     out = {"y": np.empty((n, dy)), "lc": np.empty(n), "it": np.empty(n, dtype=np.int64),
            "ev": np.empty(n, dtype=np.int64), "cv": np.empty(n, dtype=bool), "f": np.empty(n),
            "obj": np.empty(n), "h": np.empty(n, dtype=np.int64), "ex": np.empty(n, dtype=bool)}
-    methods = {"sm": ("kl", "sm"), "kl": ("kl",), "ikl": ("ikl",)}[method]
+    methods = _METHODS[method]
 
     def run(group):
         rows, members = group
-        w = None if model.sample_weight is None else model.sample_weight[members]
-        Xn, Yn = model.X[members], model.Y[members]
-        sub = TGPModel._from_parts(Xn, Yn, model.params, methods,
-                                   factorize(Xn, Yn, model.params, methods, threads=1, sample_weight=w), w,
-                                   copy=False)
+        if model.share == "region":  # members: the region
+            sub = _region_model(model, members, methods)
+        else:
+            sub = _fit_members(model, members, methods)
         with quiet():  # counted and reported once below
             p = predict_global(sub, X[rows], method=method, init=init if Y0 is None else Y0[rows],
                                max_iter=max_iter, tol=tol, threads=1, optimizer=optimizer, trust_radius=trust_radius,
@@ -236,7 +341,7 @@ def predict_local(model: LocalTGPModel, X, *, method: str, init, max_iter: int, 
         out["h"][rows], out["ex"][rows] = p.n_eta_floor, p.extrapolated
         return len(rows)
 
-    rows = chunk_rows(model)
+    rows = n if model.share == "region" else chunk_rows(model)  # regions: O(n) labels, no (n, K) indices
     workers = resolve_threads(threads)
     with Progress(progress, n, "local predict") as bar, \
             ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fastsm-local") as pool:

@@ -1,0 +1,97 @@
+"""Local TGP at 10^5 training points: shared region models against per-point KNN models (issue #21).
+
+Run: ``python benchmarks/local_large.py`` (N = 100 000 training, 10 000 test points; a few minutes)
+     ``python benchmarks/local_large.py --n-train 20000 --n-test 2000 --subsample 200`` (small)
+
+Data: ``datasets.smooth_manifold`` (dx = 10 features and dy = 8 outputs on a 3-dimensional manifold),
+SMTGP.  ``share="region"`` is timed on the whole test set, fit (the regions) and predict
+(factorisations included); per-point KNN models (``share="none"``, the paper's method) at the same K
+on the first ``--subsample`` test points, their time extrapolated to the whole set (said so in
+the output).  Peak memory is the process's ``VmHWM`` (Linux), data included.  The compilation is
+done on a small problem first and not timed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from fastsm import datasets, tgp
+
+PARAMS = tgp.TGPParams(gamma_x=0.5, gamma_y=4.0, lambda_x=1e-3, lambda_y=1e-3)
+
+
+def _vm(field: str) -> float:
+    """A ``/proc/self/status`` size in MiB (Linux; NaN elsewhere)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
+def _errors(y: np.ndarray, truth: np.ndarray) -> tuple[float, float]:
+    return float(np.abs(y - truth).mean()), float(np.sqrt(np.mean((y - truth) ** 2)))
+
+
+def run(n_train: int, n_test: int, k: int, region_size: int | None, subsample: int, threads: int | None,
+        seed: int = 0) -> dict:
+    """Fit and predict with region models and with per-point models; returns the figures."""
+    X, Xt, Y, Yt = datasets.smooth_manifold(seed, n_train=n_train, n_test=n_test)
+    warm = tgp.fit_local(X[:300], Y[:300], PARAMS, n_neighbors=50, share="region")
+    tgp.predict(warm, Xt[:20], method="sm")
+    tgp.predict(tgp.fit_local(X[:300], Y[:300], PARAMS, n_neighbors=50, share="none"), Xt[:4], method="sm")
+    t0 = time.perf_counter()
+    model = tgp.fit_local(X, Y, PARAMS, n_neighbors=k, share="region", region_size=region_size)
+    t_fit = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    pred = tgp.predict(model, Xt, method="sm", threads=threads)
+    t_predict = time.perf_counter() - t0
+    peak = _vm("VmHWM")
+    out = {"n_train": n_train, "n_test": n_test, "k": k, "region_size": model.region_size,
+           "n_regions": model.n_regions, "n_factorized": model.n_factorized, "fit": t_fit, "predict": t_predict,
+           "peak_mib": peak, "errors": _errors(pred.y, Yt), "extrapolated": int(pred.extrapolated.sum())}
+    s = slice(0, min(subsample, n_test))
+    out["errors_region_sub"] = _errors(pred.y[s], Yt[s])
+    knn = tgp.fit_local(X, Y, PARAMS, n_neighbors=k, share="none")
+    t0 = time.perf_counter()
+    ref = tgp.predict(knn, Xt[s], method="sm", threads=threads)
+    t_knn = time.perf_counter() - t0
+    out.update(knn_n=s.stop, knn_time=t_knn, knn_errors=_errors(ref.y, Yt[s]))
+    return out
+
+
+def report(r: dict) -> None:
+    n, m = r["n_test"], r["knn_n"]
+    print(f"N = {r['n_train']}, {n} test points, dx = 10, dy = 8, SMTGP, K = {r['k']}")
+    print(f"share='region': {r['n_regions']} regions of <= {r['region_size']} training points, "
+          f"{r['n_factorized']} models factorised")
+    print(f"  fit {r['fit']:.2f} s + predict {r['predict']:.2f} s = {r['fit'] + r['predict']:.2f} s; "
+          f"peak memory {r['peak_mib']:.0f} MiB; test MAE {r['errors'][0]:.5f}, RMSE {r['errors'][1]:.5f}; "
+          f"extrapolated {r['extrapolated']}")
+    print(f"on the first {m} test points: region MAE {r['errors_region_sub'][0]:.5f}, "
+          f"RMSE {r['errors_region_sub'][1]:.5f}")
+    print(f"  per-point KNN (share='none'): MAE {r['knn_errors'][0]:.5f}, RMSE {r['knn_errors'][1]:.5f}; "
+          f"{r['knn_time']:.2f} s for {m} points, extrapolated to {n}: {r['knn_time'] * n / m:.0f} s")
+    print(f"  region / per-point MAE: {r['errors_region_sub'][0] / r['knn_errors'][0]:.4f}")
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n-train", type=int, default=100_000)
+    ap.add_argument("--n-test", type=int, default=10_000)
+    ap.add_argument("--k", type=int, default=200)
+    ap.add_argument("--region-size", type=int, default=None)
+    ap.add_argument("--subsample", type=int, default=1000)
+    ap.add_argument("--threads", type=int, default=None)
+    a = ap.parse_args(argv)
+    report(run(a.n_train, a.n_test, a.k, a.region_size, a.subsample, a.threads))
+
+
+if __name__ == "__main__":
+    main()
