@@ -176,3 +176,31 @@ def test_large_n_benchmark_at_small_size():
     r = run(20_000, 2_000, 200, 12, 300, None)
     assert r["errors_region_sub"][0] <= 1.02 * r["knn_errors"][0]
     assert r["n_factorized"] <= r["n_regions"]
+
+
+@pytest.mark.parametrize("kind", ["global", "exact", "region", "sklearn"])
+def test_one_filterable_extrapolation_warning_per_call(data, kind):
+    """#23 item 3 (part): fastsm.ExtrapolationWarning, a RuntimeWarning, once per public call."""
+    import fastsm
+    from fastsm.sklearn import TwinGPRegressor
+
+    X, Xt, Y, _ = data
+    far = np.vstack([Xt[:4], Xt[4:9] + 50.0])
+    if kind == "sklearn":
+        est = TwinGPRegressor(gamma_x=0.5, gamma_y=4.0, lambda_x=1e-3, lambda_y=1e-3).fit(X[:300], Y[:300])
+        call = lambda: est.predict(far)  # noqa: E731
+    else:
+        model = tgp.fit(X[:300], Y[:300], PARAMS) if kind == "global" else tgp.fit_local(
+            X, Y, PARAMS, n_neighbors=60, share=kind, **({"region_size": 20} if kind == "region" else {}))
+        call = lambda: tgp.predict(model, far, method="sm")  # noqa: E731
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        call()
+    ours = [w for w in rec if issubclass(w.category, fastsm.ExtrapolationWarning)]
+    assert len(ours) == 1 and str(ours[0].message).startswith("5 of 9 test inputs")
+    assert issubclass(fastsm.ExtrapolationWarning, RuntimeWarning)
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        warnings.simplefilter("ignore", fastsm.ExtrapolationWarning)
+        call()
+    assert not [w for w in rec if issubclass(w.category, RuntimeWarning)]

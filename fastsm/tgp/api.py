@@ -144,7 +144,7 @@ def predict(
     Prediction
         Test inputs outside the training data's kernel support are flagged
         ``extrapolated`` (their ``log_certainty`` is ``-inf``) and a
-        ``RuntimeWarning`` says how many there were.
+        ``fastsm.ExtrapolationWarning`` (a ``RuntimeWarning``) says how many there were, once per call.
 
     Notes
     -----

@@ -26,6 +26,7 @@ from fastsm._products import tile_plan, times
 from fastsm._progress import Progress
 from fastsm._threads import Compute, run_interruptible
 from fastsm._validation import as_2d, check_choice, check_int, check_scalar
+from fastsm.exceptions import ExtrapolationWarning
 from fastsm.tgp.fitting import METHODS
 from fastsm.tgp.model import Prediction, TGPModel
 
@@ -177,7 +178,7 @@ def _warn_extrapolated(ex: np.ndarray, n: int) -> None:
         warnings.warn(
             f"{int(ex.sum())} of {n} test inputs lie outside the training inputs' kernel support "
             f"(every k(x, x_i) < {config.EXTRAPOLATION_K:g}): their prediction is the start unchanged; "
-            "see Prediction.extrapolated", RuntimeWarning, stacklevel=3)
+            "see Prediction.extrapolated", ExtrapolationWarning, stacklevel=3)
 
 
 def _optimize(model: TGPModel, method: str, Y0: np.ndarray, point_data, held, spread: np.ndarray, *,
