@@ -9,6 +9,7 @@ import warnings
 
 import numpy as np
 import pytest
+from scipy.spatial import cKDTree
 
 from fastsm import datasets, tgp
 from fastsm.tgp import regions
@@ -33,7 +34,7 @@ def test_partition_is_a_balanced_cover_from_the_training_inputs(data):
     centers = regions.partition(X, 20)
     assert centers.shape == (64, X.shape[1])  # 1200 -> 600 -> ... -> 18 or 19 points per leaf: 2^6 leaves
     np.testing.assert_array_equal(centers, regions.partition(X.copy(), 20))  # no randomness
-    labels = regions.nearest(__import__("scipy.spatial", fromlist=["cKDTree"]).cKDTree(centers), X, centers, 1)
+    labels = regions.nearest(cKDTree(centers), X, centers, 1)
     assert np.unique(labels).size > 32  # the centroids are spread over the data
 
 
