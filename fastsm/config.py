@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import numba
 
-#: LLVM fast-math flags used by every kernel (no ``nnan``/``ninf``/``afn``, and no ``arcp``).
-#: ``arcp`` with ``reassoc`` lets LLVM turn ``a / b`` into ``a * (1 / b)`` or not depending on
-#: what it inlined around it, and that differs between a kernel compiled in the process and the
-#: same kernel loaded from Numba's cache: leave-one-out SMTGP predictions then differed by up to
-#: 3.6e-4 between a cold and a warm process on one machine (tests/test_determinism.py).
-FASTMATH_FLAGS: frozenset[str] = frozenset({"nsz", "contract", "reassoc"})
+#: LLVM fast-math flags used by every kernel: ``nsz`` only.  Every flag that lets LLVM choose
+#: the rounding — ``arcp`` (``a / b`` -> ``a * (1 / b)``), ``reassoc`` (reordered, vectorised
+#: reductions), ``contract`` (fused multiply-adds) — made it choose differently in a kernel
+#: compiled in the process and the same kernel loaded from Numba's cache, depending on what it
+#: inlined around it: SMTGP predictions with dy = 8 differed between a cold and a warm process
+#: under ``reassoc`` alone and under ``contract`` alone; leave-one-out SMTGP (dy = 1) differed by
+#: up to 3.6e-4 under ``arcp`` with ``reassoc`` (tests/test_determinism.py).
+FASTMATH_FLAGS: frozenset[str] = frozenset({"nsz"})
 
 #: Floor applied to the Schur complements eta (MATH §2); hits are counted.
 ETA_FLOOR_REL: float = 64.0 * 2.220446049250313e-16

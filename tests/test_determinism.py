@@ -136,10 +136,13 @@ def test_a_cold_and_a_warm_process_agree(tmp_path):
         from fastsm.shift import estimate_weights
         X, Xt, Y, _ = datasets.toy1(0, n_train=150, n_test=60)
         m = tgp.fit(X, Y)
+        X8, Xt8, Y8, _ = datasets.random_structured(0, n_train=300, n_test=60, dx=10, dy=8)
+        m8 = tgp.fit(X8, Y8, tgp.TGPParams(gamma_x=0.5, gamma_y=4.0, lambda_x=1e-3, lambda_y=1e-3))
         h = hashlib.sha256()
         for meth in ("kl", "ikl", "sm"):
             h.update(tgp.predict(m, Xt, method=meth).y.tobytes())
             h.update(tgp.loo_predict(m, method=meth).y.tobytes())
+            h.update(tgp.predict(m8, Xt8, method=meth).y.tobytes())  # dy = 8: differed under reassoc or contract
         for seed in (1, 2):  # the KLIEP solvers and the polish (a split polish once differed, 1e-13)
             rng = np.random.default_rng(seed)
             Xtr, Xte = rng.normal(size=(300, 2)), rng.normal(0.5, 0.7, size=(200, 2))
