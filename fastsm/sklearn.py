@@ -20,7 +20,7 @@ except ImportError as exc:  # pragma: no cover - optional dependency
 from fastsm import config, shift, tgp
 from fastsm.shift.kliep import DEFAULT_MAX_ITER as KLIEP_MAX_ITER
 from fastsm.shift.kliep import DEFAULT_TOL as KLIEP_TOL
-from fastsm.tgp.select import PAPER_ALPHAS, PAPER_BETAS
+from fastsm.tgp.select import COLUMNS, DEFAULT_ALPHAS, GAMMA_X_GRID, GAMMA_Y_GRID, LAMBDA_GRID, SEARCHES
 
 __all__ = ["TwinGPRegressor", "TwinGPRegressorCV", "KLIEPWeights"]
 
@@ -45,9 +45,14 @@ def _methods(method: str) -> tuple[str, ...]:
 class _TwinGPPredictMixin:
     """``predict`` / ``partial_fit`` shared by both estimators (``model_``, ``_y_1d`` set by ``fit``)."""
 
+    _METHODS = ("sm", "kl", "ikl")
+
     def _check_method(self):
-        if self.method not in ("sm", "kl", "ikl"):
-            raise ValueError(f"method must be one of ('sm', 'kl', 'ikl'), got {self.method!r}")
+        if self.method not in self._METHODS:
+            raise ValueError(f"method must be one of {self._METHODS}, got {self.method!r}")
+
+    def _predict_method(self) -> str:
+        return self.method
 
     def predict(self, X, return_certainty: bool = False):
         """Predicted outputs; with ``return_certainty`` also ``log phi`` per point ([SM] §4.2).
@@ -59,7 +64,7 @@ class _TwinGPPredictMixin:
         """
         check_is_fitted(self, "model_")
         X = validate_data(self, X, reset=False, dtype=np.float64)
-        pred = tgp.predict(self.model_, X, method=self.method, max_iter=self.max_iter, tol=self.tol,
+        pred = tgp.predict(self.model_, X, method=self._predict_method(), max_iter=self.max_iter, tol=self.tol,
                            threads=_threads(self.n_jobs))
         y = pred.y[:, 0] if self._y_1d else pred.y
         return (y, pred.log_certainty) if return_certainty else y
@@ -67,7 +72,9 @@ class _TwinGPPredictMixin:
     def partial_fit(self, X, y, sample_weight=None):
         """Append training points by the bordered O(N^2) update (:func:`fastsm.tgp.partial_fit`).
 
-        The first call (unfitted estimator) fits.
+        The first call (unfitted estimator) fits; ``"scale"`` widths are
+        resolved on its data and kept by the later calls (a model's
+        hyperparameters do not move when points are appended).
         """
         if not hasattr(self, "model_"):
             return self.fit(X, y, sample_weight=sample_weight)
@@ -101,10 +108,15 @@ class TwinGPRegressor(_TwinGPPredictMixin, RegressorMixin, BaseEstimator):
     alpha, beta : float
         SM order in (0, 1) and degree > 0 (``beta`` does not change the
         prediction, [SM] Lemma 4.2).
-    gamma_x, gamma_y : float
-        RBF inverse widths ``k = exp(-gamma |a - b|^2)`` of inputs and outputs.
+    gamma_x, gamma_y : float or str
+        RBF inverse widths ``k = exp(-gamma |a - b|^2)`` of inputs and
+        outputs, or ``"scale"`` (default) / ``"f*scale"``: relative to the
+        median squared distance between training rows
+        (:class:`fastsm.tgp.TGPParams`), so that predictions do not depend on
+        the units of ``X`` and ``y``.  ``model_.params`` holds the numbers.
     lambda_x, lambda_y : float
-        Regularisers (GP noise) of ``K_X`` and ``K_Y``.
+        Regularisers (GP noise) of ``K_X`` and ``K_Y``, relative to the
+        kernels' unit variance.
     max_iter, tol : int, float
         Optimiser limits per test point (:func:`fastsm.tgp.predict`).
     n_jobs : int, optional
@@ -128,8 +140,8 @@ class TwinGPRegressor(_TwinGPPredictMixin, RegressorMixin, BaseEstimator):
     ((50,), (50,))
     """
 
-    def __init__(self, method="sm", alpha=0.9, beta=1.5, gamma_x=0.2, gamma_y=20.0, lambda_x=1e-4, lambda_y=1e-4,
-                 max_iter=config.DEFAULT_MAX_ITER, tol=config.DEFAULT_TOL, n_jobs=None):
+    def __init__(self, method="sm", alpha=0.9, beta=1.5, gamma_x="scale", gamma_y="scale", lambda_x=1e-3,
+                 lambda_y=1e-3, max_iter=config.DEFAULT_MAX_ITER, tol=config.DEFAULT_TOL, n_jobs=None):
         self.method = method
         self.alpha = alpha
         self.beta = beta
@@ -153,40 +165,69 @@ class TwinGPRegressor(_TwinGPPredictMixin, RegressorMixin, BaseEstimator):
 
 
 class TwinGPRegressorCV(_TwinGPPredictMixin, RegressorMixin, BaseEstimator):
-    """:class:`TwinGPRegressor` with hyperparameters chosen by cross-validation (:func:`fastsm.tgp.select`).
+    """:class:`TwinGPRegressor` that tunes its kernels, then alpha, by cross-validation (:func:`fastsm.tgp.select`).
 
-    ``cv="loo"`` is exact leave-one-out by downdates — no refits, the
-    analogue of ``RidgeCV``'s fast leave-one-out.
+    With no arguments it searches what moves the prediction
+    (docs/selection.md, "TwinGPRegressorCV"): the input and output widths
+    relative to ``"scale"`` and both regularisers, by cyclic coordinate
+    search scored by KLTGP's exact leave-one-out error, then SMTGP's alpha
+    at those kernels; KLTGP (SMTGP's ``alpha -> 0`` limit) and SMTGP compete
+    (``method="auto"``).  ``beta`` does not move the prediction ([SM]
+    Lemma 4.2).  ``cv="loo"`` is exact leave-one-out by downdates -- no
+    refits, the analogue of ``RidgeCV``'s fast leave-one-out.
 
     Parameters
     ----------
-    method : {"sm", "kl", "ikl"}
+    method : {"auto", "sm", "kl", "ikl"}
+        ``"auto"``: the better of KLTGP and SMTGP (``method_``).
     alphas, betas : sequence of float
-        Default [SM] §5.2's grid (0.05 … 0.95 × {0.5, 0.99, 1.5}).
-    gammas_x, gammas_y, lambdas_x, lambdas_y : float or sequence of float
+        SM orders tried after the kernels (default :data:`~fastsm.tgp.select.DEFAULT_ALPHAS`,
+        0.01 … 0.9) and degrees (one suffices).
+    gammas_x, gammas_y : float, str or sequence, optional
+        Width grids, numbers or ``"f*scale"`` strings; ``None``: ``"scale"``
+        times 1/64 … 4 (inputs) and 1/8 … 2 (outputs), powers of 2.
+    lambdas_x, lambdas_y : float or sequence, optional
+        ``None``: 1e-4, 1e-3, 1e-2, 1e-1, 1.
     cv : "loo", int, splitter or iterable of (train, test) splits
         As in :func:`fastsm.tgp.select` (an int is capped at the number of
         samples).
-    scoring : {"mae", "mse", "euclidean"}
+    scoring : {"mse", "mae", "euclidean"}
+        The validation error minimised (``"mse"``: the one R^2 rests on;
+        ``"mae"`` is [SM] Table 2's).
+    search : {"coordinate", "grid"}
+        How the kernel settings are searched (:func:`fastsm.tgp.select`):
+        ``"grid"`` tries every combination.
     max_iter, tol, n_jobs
         As in :class:`TwinGPRegressor`.
 
     Attributes
     ----------
+    method_ : str
+        The predictor chosen ("kl" or "sm" for ``method="auto"``).
     alpha_, beta_, gamma_x_, gamma_y_, lambda_x_, lambda_y_ : float
-        Selected hyperparameters.
+        Selected hyperparameters (widths as numbers).
+    best_params_ : dict
+        The same, with ``method``.
     best_score_ : float
-        Their mean validation error (lower is better).
+        Their validation score, scikit-learn's way: the negated mean error
+        (higher is better; ``-best_score_`` is ``selection_.best_score``).
+    best_index_ : int
+        Row of the choice in ``cv_results_``.
     cv_results_ : dict of str to ndarray
-        The score table of :class:`fastsm.tgp.Selection`.
+        One row per setting scored, as ``GridSearchCV``'s: ``params``,
+        ``param_<name>`` (``param_method``: the predictor scored),
+        ``mean_test_score``, ``std_test_score``, ``rank_test_score``, and
+        the shares ``converged`` and ``extrapolated``.
     selection_ : fastsm.tgp.Selection
     model_ : fastsm.tgp.TGPModel
         Refit on all the data with the selected hyperparameters.
     """
 
-    def __init__(self, method="sm", alphas=PAPER_ALPHAS, betas=PAPER_BETAS, gammas_x=0.2, gammas_y=20.0,
-                 lambdas_x=1e-4, lambdas_y=1e-4, cv="loo", scoring="mae", max_iter=config.DEFAULT_MAX_ITER,
-                 tol=config.DEFAULT_TOL, n_jobs=None):
+    _METHODS = ("auto", "sm", "kl", "ikl")
+
+    def __init__(self, method="auto", alphas=DEFAULT_ALPHAS, betas=(1.5,), gammas_x=None, gammas_y=None,
+                 lambdas_x=None, lambdas_y=None, cv="loo", scoring="mse", search="coordinate",
+                 max_iter=config.DEFAULT_MAX_ITER, tol=config.DEFAULT_TOL, n_jobs=None):
         self.method = method
         self.alphas = alphas
         self.betas = betas
@@ -196,29 +237,62 @@ class TwinGPRegressorCV(_TwinGPPredictMixin, RegressorMixin, BaseEstimator):
         self.lambdas_y = lambdas_y
         self.cv = cv
         self.scoring = scoring
+        self.search = search
         self.max_iter = max_iter
         self.tol = tol
         self.n_jobs = n_jobs
 
+    def _predict_method(self) -> str:
+        return self.method_
+
     def fit(self, X, y, sample_weight=None):
         """Select on ``X``, ``y`` (importance-weighted CV with ``sample_weight``) and refit on all of it."""
         self._check_method()
+        if self.search not in SEARCHES:
+            raise ValueError(f"search must be one of {SEARCHES}, got {self.search!r}")
         X, Y = self._fit_data(X, y)
         cv = self.cv
         if isinstance(cv, numbers.Integral) and not isinstance(cv, bool):
             cv = min(int(cv), X.shape[0])
-        sel = tgp.select(X, Y, alphas=self.alphas, betas=self.betas, gammas_x=self.gammas_x,
-                         gammas_y=self.gammas_y, lambdas_x=self.lambdas_x, lambdas_y=self.lambdas_y, cv=cv,
-                         method=self.method, scoring=self.scoring, sample_weight=sample_weight,
+
+        def grid(value, default):
+            return default if value is None else value
+
+        sel = tgp.select(X, Y, alphas=self.alphas, betas=self.betas, gammas_x=grid(self.gammas_x, GAMMA_X_GRID),
+                         gammas_y=grid(self.gammas_y, GAMMA_Y_GRID), lambdas_x=grid(self.lambdas_x, LAMBDA_GRID),
+                         lambdas_y=grid(self.lambdas_y, LAMBDA_GRID), cv=cv, method=self.method,
+                         scoring=self.scoring, search=self.search, sample_weight=sample_weight,
                          max_iter=self.max_iter, tol=self.tol, threads=_threads(self.n_jobs))
         p = sel.params
+        self.method_ = sel.method
         self.alpha_, self.beta_, self.gamma_x_, self.gamma_y_ = p.alpha, p.beta, p.gamma_x, p.gamma_y
         self.lambda_x_, self.lambda_y_ = p.lambda_x, p.lambda_y
-        self.best_score_ = sel.best_score
-        self.cv_results_ = sel.table
+        self.best_params_ = {"method": sel.method, **{c: getattr(p, c) for c in COLUMNS}}
+        self.best_index_ = sel.best_index
+        self.best_score_ = -sel.best_score
+        self.cv_results_ = _cv_results(sel.table)
         self.selection_ = sel
         self.model_ = sel.model
         return self
+
+
+def _cv_results(table: dict) -> dict:
+    """:class:`fastsm.tgp.Selection`'s table in ``GridSearchCV``'s ``cv_results_`` layout."""
+    from scipy.stats import rankdata
+
+    names = COLUMNS
+    n = len(table["mean"])
+    out = {"params": [{"method": str(table["method"][i]), **{c: float(table[c][i]) for c in names}}
+                      for i in range(n)]}
+    out["param_method"] = np.asarray(table["method"])
+    for c in names:
+        out[f"param_{c}"] = np.asarray(table[c], dtype=float)
+    out["mean_test_score"] = -np.asarray(table["mean"], dtype=float)
+    out["std_test_score"] = np.asarray(table["std"], dtype=float)
+    out["rank_test_score"] = rankdata(table["mean"], method="min").astype(np.int32)
+    out["converged"] = np.asarray(table["converged"], dtype=float)
+    out["extrapolated"] = np.asarray(table["extrapolated"], dtype=float)
+    return out
 
 
 class KLIEPWeights(BaseEstimator):

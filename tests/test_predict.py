@@ -9,7 +9,8 @@ from fastsm import datasets, tgp
 @pytest.fixture(scope="module")
 def toy1_model():
     Xtr, Xte, Ytr, Yte = datasets.toy1()
-    return tgp.fit(Xtr, Ytr, tgp.TGPParams(alpha=0.9, beta=1.5)), Xte, Yte
+    return tgp.fit(Xtr, Ytr, tgp.TGPParams(gamma_x=0.2, gamma_y=20.0, lambda_x=1e-4, lambda_y=1e-4, alpha=0.9,
+                                           beta=1.5)), Xte, Yte  # [SM] Table 1, Toy 1
 
 
 def test_toy1_errors_have_the_papers_magnitude(toy1_model):

@@ -164,13 +164,14 @@ def test_negligible_weights_in_partial_fit_select_and_local():
     X, Xt, Y, _ = datasets.toy1(0, n_train=60, n_test=10)
     rng = np.random.default_rng(2)
     w = rng.uniform(0.5, 2.0, 60)
-    model = tgp.fit(X[:50], Y[:50], sample_weight=w[:50])
+    p = tgp.TGPParams(gamma_x=0.2, gamma_y=20.0)  # numbers: partial_fit keeps the first fit's widths
+    model = tgp.fit(X[:50], Y[:50], p, sample_weight=w[:50])
     # before: "duplicates a training point" for w = 1e-320
     same = tgp.partial_fit(model, X[50:52], Y[50:52], sample_weight=[1e-320, 0.0])
     assert same.n_train == 50
     np.testing.assert_array_equal(tgp.predict(same, Xt).y, tgp.predict(model, Xt).y)
     grown = tgp.partial_fit(model, X[50:53], Y[50:53], sample_weight=[1e-320, 1.0, 6.5e-315])
-    ref = tgp.fit(np.vstack([X[:50], X[51:52]]), np.vstack([Y[:50], Y[51:52]]),
+    ref = tgp.fit(np.vstack([X[:50], X[51:52]]), np.vstack([Y[:50], Y[51:52]]), p,
                   sample_weight=np.append(w[:50], 1.0))
     np.testing.assert_allclose(tgp.predict(grown, Xt, method="kl").y, tgp.predict(ref, Xt, method="kl").y,
                                atol=1e-7)

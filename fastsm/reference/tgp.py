@@ -34,6 +34,7 @@ def fit(X, Y, params: TGPParams | None = None, *, methods=("kl", "ikl", "sm"), t
     if sample_weight is not None:
         w = np.asarray(sample_weight, dtype=float)
         X, Y, w = X[w > 0], Y[w > 0], w[w > 0]
+    p = p.resolve(X, Y, w)
     noise = np.eye(len(X)) if w is None else np.diag(1.0 / w)
     Kx = _rbf(X, X, p.gamma_x) + p.lambda_x * noise
     Ky = _rbf(Y, Y, p.gamma_y) + p.lambda_y * noise

@@ -50,7 +50,8 @@ def fit(
     Y : array_like, shape (N, dy)
         Training outputs.
     params : TGPParams, optional
-        Hyperparameters; defaults to ``TGPParams()`` ([SM] Table 1, Toy 1).
+        Hyperparameters; defaults to ``TGPParams()`` (widths ``"scale"``:
+        relative to the data).  ``model.params`` holds the resolved numbers.
     methods : tuple of str, str or None
         Methods the model must serve (``None``: KL, IKL and SM); ``"ikl"``
         adds ``C = K_Y^-1 K_X K_Y^-1`` (two extra N^3 products).
@@ -76,7 +77,7 @@ def fit(
         Holds private read-only copies of ``X``, ``Y`` and the factors.
     """
     params = TGPParams() if params is None else params
-    X, Y, methods, w = check_training(X, Y, params, methods, sample_weight)
+    X, Y, methods, w, params = check_training(X, Y, params, methods, sample_weight)
     return TGPModel._from_parts(X, Y, params, methods, factorize(X, Y, params, methods, threads, w), w)
 
 def predict(

@@ -78,7 +78,9 @@ def informative(w: np.ndarray, params) -> np.ndarray:
 
 
 def check_training(X, Y, params, methods, sample_weight=None):
-    """Validated copies of the training data, the method tuple and the weights.
+    """Validated copies of the training data, the method tuple, the weights and the resolved parameters.
+
+    ``"scale"`` widths are resolved on the points kept (:meth:`TGPParams.resolve`).
 
     Training points of zero (or negligible, :func:`informative`) weight are
     left out: their noise ``lambda / w`` is infinite, they carry no
@@ -104,7 +106,7 @@ def check_training(X, Y, params, methods, sample_weight=None):
             X, Y, w = np.ascontiguousarray(X[keep]), np.ascontiguousarray(Y[keep]), np.ascontiguousarray(w[keep])
     _check_spread("X", X)
     _check_spread("Y", Y)
-    return X, Y, check_methods(methods), w
+    return X, Y, check_methods(methods), w, params.resolve(X, Y, w)
 
 
 def spd_inverse(K: np.ndarray, name: str, lam_name: str) -> tuple[np.ndarray, float]:

@@ -228,7 +228,7 @@ def fit_local(X, Y, params: TGPParams | None = None, *, n_neighbors: int = 800, 
         it, with the same options as for a global model.
     """
     params = TGPParams() if params is None else params
-    X, Y, _, w = check_training(X, Y, params, None, sample_weight)
+    X, Y, _, w, params = check_training(X, Y, params, None, sample_weight)
     n, dy = Y.shape
     k = check_int("n_neighbors", n_neighbors, low=1)
     if k > n:

@@ -72,8 +72,9 @@ class TGPModel:
     ridge_coef: np.ndarray = field(init=False)
 
     def __post_init__(self) -> None:
-        X, Y, methods, w = check_training(self.X, self.Y, self.params, self.methods, self.sample_weight)
-        self._set(X, Y, methods, factorize(X, Y, self.params, methods, threads=None, sample_weight=w), w)
+        X, Y, methods, w, params = check_training(self.X, self.Y, self.params, self.methods, self.sample_weight)
+        object.__setattr__(self, "params", params)
+        self._set(X, Y, methods, factorize(X, Y, params, methods, threads=None, sample_weight=w), w)
 
     def _set(self, X, Y, methods, parts: dict, sample_weight=None, copy: bool = True) -> None:
         for name, value in (("X", X), ("Y", Y), ("sample_weight", sample_weight), *parts.items()):

@@ -23,6 +23,7 @@ import dataclasses
 import itertools
 import numbers
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -32,15 +33,28 @@ from fastsm import config
 from fastsm._progress import Progress
 from fastsm._threads import thread_limits
 from fastsm._validation import as_2d, as_rng, check_choice, check_int, check_scalar
+from fastsm.exceptions import ExtrapolationWarning
 from fastsm.tgp.api import fit, predict
 from fastsm.tgp.fitting import check_sample_weight, informative, spd_inverse, weighted_gram
 from fastsm.tgp.loo import loo_predict
 from fastsm.tgp.model import TGPModel, TGPParams
+from fastsm.tgp.params import SCALE_X, SCALE_Y, scale_factor, scale_gamma
+from fastsm.tgp.prediction import quiet
 
 #: [SM] §5.2: alpha from 0 to 1 in steps of 0.05 (the open interval), beta in {0.5, 0.99, 1.5}.
 PAPER_ALPHAS: tuple[float, ...] = tuple(round(0.05 * k, 2) for k in range(1, 20))
 PAPER_BETAS: tuple[float, ...] = (0.5, 0.99, 1.5)
 COLUMNS = ("gamma_x", "gamma_y", "lambda_x", "lambda_y", "alpha", "beta")
+#: TwinGPRegressorCV's default width grids: 1/64 … 4 and 1/8 … 2 times ``"scale"`` (docs/realdata.md).
+GAMMA_X_GRID: tuple[str, ...] = tuple("scale" if k == 0 else f"{2.0 ** k:g}*scale" for k in range(-6, 3))
+GAMMA_Y_GRID: tuple[str, ...] = tuple("scale" if k == 0 else f"{2.0 ** k:g}*scale" for k in range(-3, 2))
+#: TwinGPRegressorCV's default grid of lambda_x and of lambda_y.
+LAMBDA_GRID: tuple[float, ...] = (1e-4, 1e-3, 1e-2, 1e-1, 1.0)
+#: TwinGPRegressorCV's default alphas: from near the KLTGP limit (alpha -> 0) to [SM] Toy 1's 0.9.
+DEFAULT_ALPHAS: tuple[float, ...] = (0.01, 0.1, 0.25, 0.5, 0.75, 0.9)
+#: Rounds of the coordinate search at most (``select(search="coordinate")``).
+MAX_ROUNDS = 3
+SEARCHES = ("grid", "coordinate")
 
 
 def _mae(Y, P):
@@ -72,13 +86,18 @@ class Selection:
     model : TGPModel
         Refit on all the data with ``params``.
     table : dict of str to ndarray
-        One entry per grid point: the hyperparameters (``gamma_x`` …
-        ``beta``), ``mean`` and ``std`` of the error over the folds (for
-        leave-one-out: over the points), ``converged`` (fraction of
-        validation predictions that converged).
+        One entry per setting scored: the hyperparameters (``gamma_x`` …
+        ``beta``, widths as numbers), ``mean`` and ``std`` of the error over
+        the folds (for leave-one-out: over the points), ``converged`` and
+        ``extrapolated`` (shares of the validation predictions that
+        converged, and whose input lay outside the kernel support),
+        ``method`` (the predictor scored: KLTGP on the kernel rows of a
+        coordinate search for SMTGP).
     best_index : int
         Row of ``params`` in ``table``.
-    method, scoring : str
+    method : str
+        The predictor selected (``select(method="auto")``: ``"kl"`` or ``"sm"``).
+    scoring : str
     cv : str or int
     n_factorizations : int
         ``N×N`` factorisations done (kernel settings × folds × (2 + alphas)).
@@ -118,7 +137,9 @@ class Selection:
                 f"n_grid={len(self.table['mean'])}, best_score={self.best_score:.6g}, params={self.params!r})")
 
 
-def _grid(name: str, values, default: float, *, positive: bool, open_unit: bool = False) -> tuple[float, ...]:
+def _grid(name: str, values, default, *, positive: bool, open_unit: bool = False,
+          relative: bool = False) -> tuple:
+    """A grid as a tuple; with ``relative`` its entries may be ``"scale"`` strings (:func:`scale_factor`)."""
     if values is None:
         return (default,)
     if np.isscalar(values):
@@ -131,7 +152,10 @@ def _grid(name: str, values, default: float, *, positive: bool, open_unit: bool 
         raise ValueError(f"{name} must not be empty")
     out = []
     for v in values:
-        if open_unit:
+        if relative and isinstance(v, str):
+            scale_factor(name, v)
+            out.append(v.strip())
+        elif open_unit:
             out.append(check_scalar(name, v, low=0.0, high=1.0, low_open=True, high_open=True))
         else:
             out.append(check_scalar(name, v, low=0.0, low_open=positive))
@@ -189,19 +213,55 @@ def _folds(n: int, cv, random_state) -> list[tuple[np.ndarray, np.ndarray]]:
     return [(np.sort(np.setdiff1d(perm, part)), np.sort(part)) for part in np.array_split(perm, k)]
 
 
+def _absolute(name: str, value, Z: np.ndarray, const: float, w) -> float:
+    f = scale_factor(name, value)
+    return float(value) if f is None else scale_gamma(Z, f * const, w)
+
+
+def _start(axis: tuple, default) -> int:
+    """Where the coordinate search starts on an axis: the default value if on it, else the middle."""
+    for i, v in enumerate(axis):
+        if v == default or (isinstance(v, str) and isinstance(default, str) and scale_factor("", v) == 1.0):
+            return i
+    return len(axis) // 2
+
+
+def _coordinate_search(axes: list[tuple], starts: list[int], score: Callable[[tuple], float]) -> tuple:
+    """Cyclic coordinate search: sweep each axis at the others' best values until no sweep moves.
+
+    ``score(index_tuple)`` is memoised by the caller; a value moves only for
+    a strictly lower score (ties keep the current value), so the search is
+    deterministic.  At most :data:`MAX_ROUNDS` rounds.
+    """
+    idx = list(starts)
+    best = score(tuple(idx))
+    for _ in range(MAX_ROUNDS):
+        moved = False
+        for d, axis in enumerate(axes):
+            for j in range(len(axis)):
+                trial = (*idx[:d], j, *idx[d + 1:])
+                val = score(trial)
+                if val < best:
+                    best, idx, moved = val, list(trial), True
+        if not moved:
+            break
+    return tuple(idx)
+
+
 def select(
     X,
     Y,
     *,
     alphas: Sequence[float] = PAPER_ALPHAS,
     betas: Sequence[float] = PAPER_BETAS,
-    gammas_x: Sequence[float] | float | None = None,
-    gammas_y: Sequence[float] | float | None = None,
+    gammas_x: Sequence[float | str] | float | str | None = None,
+    gammas_y: Sequence[float | str] | float | str | None = None,
     lambdas_x: Sequence[float] | float | None = None,
     lambdas_y: Sequence[float] | float | None = None,
     cv="loo",
     method: str = "sm",
     scoring: str | Callable[[np.ndarray, np.ndarray], np.ndarray] = "mae",
+    search: str = "grid",
     sample_weight=None,
     max_iter: int = config.DEFAULT_MAX_ITER,
     tol: float = config.DEFAULT_TOL,
@@ -221,21 +281,38 @@ def select(
         SM degrees (> 0); default [SM]'s {0.5, 0.99, 1.5}.  They do not
         change the predictions (module docstring): each repeats its alpha's
         score.
-    gammas_x, gammas_y, lambdas_x, lambdas_y : float or sequence, optional
-        Kernel grids; ``None`` uses the :class:`TGPParams` default.
+    gammas_x, gammas_y : float, str or sequence, optional
+        Width grids: numbers, or relative to the data, ``"scale"`` /
+        ``"f*scale"`` (:class:`TGPParams`; resolved once on all of ``X``,
+        ``Y``); ``None``: ``"scale"``.  :data:`GAMMA_X_GRID` and
+        :data:`GAMMA_Y_GRID` are :class:`~fastsm.sklearn.TwinGPRegressorCV`'s.
+    lambdas_x, lambdas_y : float or sequence, optional
+        Regulariser grids; ``None`` uses the :class:`TGPParams` default.
     cv : "loo", int, splitter or iterable of (train, test) index arrays
         ``"loo"``: exact leave-one-out by downdates
         (:func:`~fastsm.tgp.loo_predict`), no refits; an int ``k >= 2``:
         k-fold (shuffled with ``random_state``), one fit per fold and kernel
         setting; a scikit-learn splitter (``cv.split(X, Y)``) or explicit
         splits: those folds.
-    method : {"sm", "kl", "ikl"}
+    method : {"sm", "kl", "ikl", "auto"}
         The predictor scored.  For KL and IKL, ``alpha`` and ``beta`` do not
-        enter the prediction; their rows repeat the same score.
+        enter the prediction; their rows repeat the same score.  ``"auto"``:
+        KLTGP and SMTGP compete (KLTGP is SMTGP's ``alpha -> 0`` limit, MATH
+        §3, reached only at very small alpha); ``Selection.method`` is the
+        winner.
     scoring : {"mae", "mse", "euclidean"} or callable
         Per-point error, lower is better: mean absolute error over the
         outputs ([SM] Table 2), mean squared error, or Euclidean distance;
         a callable ``f(Y_true, Y_pred) -> (n,)`` errors.
+    search : {"grid", "coordinate"}
+        ``"grid"``: every combination of kernel settings and alphas.
+        ``"coordinate"``: the kernel settings by cyclic coordinate search
+        (one axis at a time from the ``"scale"`` / default values, until a
+        whole round moves nothing, at most :data:`MAX_ROUNDS` rounds),
+        scored by KLTGP when ``method`` is ``"sm"`` or ``"auto"``; then, for SMTGP, the alphas
+        at the kernels found.  Far fewer fits than the grid when several
+        axes have several values.  The table's ``method`` column says which
+        predictor scored each row (``alpha`` is NaN on KLTGP's rows).
     sample_weight : array_like (N,), optional
         Importance weights (IW-TGP, MATH §6): used in every fit and in the
         mean of the validation errors (importance-weighted CV).
@@ -251,6 +328,13 @@ def select(
     Returns
     -------
     Selection
+
+    Warns
+    -----
+    ExtrapolationWarning
+        Once, when validation inputs of the selected setting lay outside
+        the kernel support of their training inputs (the ``extrapolated``
+        column gives the share for every row).
     """
     t_start = time.perf_counter()
     X = as_2d("X", X)
@@ -260,20 +344,23 @@ def select(
     n = X.shape[0]
     if n < 2:
         raise ValueError(f"select needs at least 2 training points, got {n} sample")
-    check_choice("method", method, ("sm", "kl", "ikl"))
+    check_choice("method", method, ("sm", "kl", "ikl", "auto"))
+    check_choice("search", search, SEARCHES)
     d = TGPParams()
     alphas = _grid("alphas", alphas, d.alpha, positive=True, open_unit=True)
     betas = _grid("betas", betas, d.beta, positive=True)
-    kernels = list(itertools.product(_grid("gammas_x", gammas_x, d.gamma_x, positive=True),
-                                     _grid("gammas_y", gammas_y, d.gamma_y, positive=True),
-                                     _grid("lambdas_x", lambdas_x, d.lambda_x, positive=False),
-                                     _grid("lambdas_y", lambdas_y, d.lambda_y, positive=False)))
+    axes = [_grid("gammas_x", gammas_x, d.gamma_x, positive=True, relative=True),
+            _grid("gammas_y", gammas_y, d.gamma_y, positive=True, relative=True),
+            _grid("lambdas_x", lambdas_x, d.lambda_x, positive=False),
+            _grid("lambdas_y", lambdas_y, d.lambda_y, positive=False)]
     if callable(scoring):
         score_name, score_fn = getattr(scoring, "__name__", "callable"), scoring
     else:
         score_name = check_choice("scoring", scoring, tuple(SCORINGS))
         score_fn = SCORINGS[score_name]
     w = check_sample_weight(sample_weight, n)
+    values = [tuple(_absolute("gammas_x", v, X, SCALE_X, w) for v in axes[0]),
+              tuple(_absolute("gammas_y", v, Y, SCALE_Y, w) for v in axes[1]), axes[2], axes[3]]
     if isinstance(cv, str):
         check_choice("cv", cv, ("loo",))
         folds = None
@@ -288,71 +375,122 @@ def select(
     if folds is not None and w is not None and not any(w[va].sum() > 0.0 for _, va in folds):
         raise ValueError("sample_weight is zero on every validation fold: importance-weighted CV has nothing to score")
     opts = {"max_iter": max_iter, "tol": tol, "threads": threads}
-    alpha_dep = method == "sm"
-    a_list = alphas if alpha_dep else alphas[:1]
-    methods = ("kl", "sm") if method == "sm" else (method,)
+    n_folds = 1 if folds is None else len(folds)
+    count = {"fact": 0}
 
-    # errors[kernel][alpha] -> list of (errors, weights, converged) per fold
-    rows = []
-    n_fact = 0
-    units = len(kernels) * (1 if folds is None else len(folds)) * (len(a_list) + 1)
-    with Progress(progress, units, "select") as bar:
-        for kern in kernels:
-            base = TGPParams(gamma_x=kern[0], gamma_y=kern[1], lambda_x=kern[2], lambda_y=kern[3],
-                             alpha=a_list[0], beta=betas[0])
-            per_alpha = {a: [] for a in a_list}
-            for fold in ([None] if folds is None else folds):
+    def evaluate(kern: tuple, scored: str, a_list: tuple, bar: Progress) -> dict:
+        """Mean and std of the validation error, converged and extrapolated shares, per alpha of ``a_list``."""
+        base = TGPParams(gamma_x=kern[0], gamma_y=kern[1], lambda_x=kern[2], lambda_y=kern[3],
+                         alpha=a_list[0], beta=betas[0])
+        per_alpha = {a: [] for a in a_list}
+        for fold in ([None] if folds is None else folds):
+            if fold is None:
+                model0 = fit(X, Y, base, methods=_fit_methods(scored), threads=threads, sample_weight=w)
+                start = loo_predict(model0, method="kl", **opts).y if scored == "sm" else None
+                # fit leaves out zero-weight points; their validation weight is zero too
+                kept = slice(None) if w is None else informative(w, base)
+                Yv, wv = Y[kept], None if w is None else w[kept]
+            else:
+                tr, va = fold
+                if w is not None and not informative(w[tr], base).any():
+                    raise ValueError(f"cv fold {len(per_alpha[a_list[0]])}: every training point of the "
+                                     "fold has zero (or negligible) sample_weight")
+                model0 = fit(X[tr], Y[tr], base, methods=_fit_methods(scored), threads=threads,
+                             sample_weight=None if w is None else w[tr])
+                start = predict(model0, X[va], method="kl", **opts).y if scored == "sm" else None
+                Yv, wv = Y[va], None if w is None else w[va]
+            count["fact"] += 3
+            bar.step()
+            for a in a_list:
+                model = with_alpha(model0, a) if a != model0.params.alpha else model0
+                count["fact"] += model is not model0
                 if fold is None:
-                    model0 = fit(X, Y, base, methods=methods, threads=threads, sample_weight=w)
-                    start = loo_predict(model0, method="kl", **opts).y if method == "sm" else None
-                    # fit leaves out zero-weight points; their validation weight is zero too
-                    kept = slice(None) if w is None else informative(w, base)
-                    Yv, wv = Y[kept], None if w is None else w[kept]
+                    pred = loo_predict(model, method=scored, init=start, **opts)
                 else:
-                    tr, va = fold
-                    if w is not None and not informative(w[tr], base).any():
-                        raise ValueError(f"cv fold {len(per_alpha[a_list[0]])}: every training point of the "
-                                         "fold has zero (or negligible) sample_weight")
-                    model0 = fit(X[tr], Y[tr], base, methods=methods, threads=threads,
-                                 sample_weight=None if w is None else w[tr])
-                    start = predict(model0, X[va], method="kl", **opts).y if method == "sm" else None
-                    Yv, wv = Y[va], None if w is None else w[va]
-                n_fact += 3
+                    pred = predict(model, X[fold[1]], method=scored, init=start, **opts)
+                err = np.asarray(score_fn(Yv, pred.y), dtype=float).reshape(-1)
+                if err.shape[0] != Yv.shape[0]:
+                    raise ValueError(f"scoring must return one error per validation point ({Yv.shape[0]}), "
+                                     f"got shape {err.shape}")
+                per_alpha[a].append((err, wv, pred.converged, pred.extrapolated))
                 bar.step()
-                for a in a_list:
-                    model = with_alpha(model0, a) if a != model0.params.alpha else model0
-                    n_fact += model is not model0
-                    if fold is None:
-                        pred = loo_predict(model, method=method, init=start, **opts)
-                    else:
-                        pred = predict(model, X[fold[1]], method=method, init=start, **opts)
-                    err = np.asarray(score_fn(Yv, pred.y), dtype=float).reshape(-1)
-                    if err.shape[0] != Yv.shape[0]:
-                        raise ValueError(f"scoring must return one error per validation point ({Yv.shape[0]}), "
-                                         f"got shape {err.shape}")
-                    per_alpha[a].append((err, wv, pred.converged))
-                    bar.step()
-            for a in alphas:
-                folds_a = per_alpha[a if alpha_dep else a_list[0]]
-                if folds is None:
-                    err, wv, conv = folds_a[0]
-                    mean = float(np.average(err, weights=wv))
-                    std = float(np.sqrt(np.average((err - mean) ** 2, weights=wv)))
-                    cfrac = float(conv.mean())
-                else:
-                    # a validation fold whose weights are all zero says nothing about the target: left out
-                    means = np.array([np.average(e, weights=ww) for e, ww, _ in folds_a
-                                      if ww is None or ww.sum() > 0.0])
-                    mean, std = float(means.mean()), float(means.std())
-                    cfrac = float(np.concatenate([c for _, _, c in folds_a]).mean())
-                for b in betas:
-                    rows.append((*kern, a, b, mean, std, cfrac))
-    arr = np.array(rows, dtype=float)
-    table = {c: arr[:, j] for j, c in enumerate((*COLUMNS, "mean", "std", "converged"))}
-    best = int(np.argmin(table["mean"]))
-    params = TGPParams(**{c: float(table[c][best]) for c in COLUMNS})
+        return {a: _summary(folds_a, folds is None) for a, folds_a in per_alpha.items()}
+
+    alpha_dep = method in ("sm", "auto")
+    a_list = alphas if alpha_dep else alphas[:1]
+    rows = []  # (kernel..., alpha, beta, mean, std, converged, extrapolated, method)
+    with quiet():
+        if search == "grid":
+            kernels = list(itertools.product(*values))
+            units = len(kernels) * n_folds * (len(a_list) + 1 + (2 if method == "auto" else 0))
+            with Progress(progress, units, "select") as bar:
+                for kern in kernels:
+                    if method == "auto":
+                        rows.append((*kern, np.nan, np.nan, *evaluate(kern, "kl", a_list[:1], bar)[a_list[0]], "kl"))
+                    scored = "sm" if method == "auto" else method
+                    res = evaluate(kern, scored, a_list, bar)
+                    for a in alphas:
+                        for b in betas:
+                            rows.append((*kern, a, b, *res[a if alpha_dep else a_list[0]], scored))
+        else:
+            scored = "kl" if alpha_dep else method
+            defaults = (d.gamma_x, d.gamma_y, d.lambda_x, d.lambda_y)
+            first = [_start(ax, dv) for ax, dv in zip(axes, defaults, strict=True)]
+            bound = 1 + MAX_ROUNDS * sum(len(ax) - 1 for ax in axes)
+            units = min(bound, int(np.prod([len(ax) for ax in axes]))) * n_folds * 2
+            units += n_folds * (len(alphas) + 1) if alpha_dep else 0
+            seen: dict[tuple, float] = {}
+            with Progress(progress, units, "select") as bar:
+                def score(ix: tuple) -> float:
+                    if ix not in seen:
+                        kern = tuple(values[k][i] for k, i in enumerate(ix))
+                        res = evaluate(kern, scored, a_list[:1], bar)[a_list[0]]
+                        a, b = (np.nan, np.nan) if alpha_dep else (alphas[0], betas[0])
+                        rows.append((*kern, a, b, *res, scored))
+                        seen[ix] = res[0]
+                    return seen[ix]
+
+                best_ix = _coordinate_search(axes, first, score)
+                if alpha_dep:
+                    kern = tuple(values[k][i] for k, i in enumerate(best_ix))
+                    res = evaluate(kern, "sm", alphas, bar)
+                    for a in alphas:
+                        for b in betas:
+                            rows.append((*kern, a, b, *res[a], "sm"))
+                bar.step(max(0, bar.total - bar.done))
+    table = {c: np.array([r[j] for r in rows], dtype=float)
+             for j, c in enumerate((*COLUMNS, "mean", "std", "converged", "extrapolated"))}
+    table["method"] = np.array([r[-1] for r in rows])
+    final_rows = np.flatnonzero(np.isin(table["method"], ("kl", "sm") if method == "auto" else (method,)))
+    best = int(final_rows[np.argmin(table["mean"][final_rows])])
+    chosen = str(table["method"][best])
+    params = TGPParams(**{c: float(table[c][best]) for c in COLUMNS[:4]},
+                       alpha=alphas[0] if np.isnan(table["alpha"][best]) else float(table["alpha"][best]),
+                       beta=betas[0] if np.isnan(table["beta"][best]) else float(table["beta"][best]))
+    if table["extrapolated"][best] > 0.0:
+        warnings.warn(f"{table['extrapolated'][best]:.1%} of the validation inputs of the selected setting lay "
+                      "outside their training inputs' kernel support (every k(x, x_i) < "
+                      f"{config.EXTRAPOLATION_K:g}): their predictions were the start unchanged; see the "
+                      "'extrapolated' column of Selection.table", ExtrapolationWarning, stacklevel=2)
     final = fit(X, Y, params, threads=threads, sample_weight=w)
-    return Selection(params=params, model=final, table=table, best_index=best, method=method,
+    return Selection(params=params, model=final, table=table, best_index=best, method=chosen,
                      cv="loo" if folds is None else (len(folds) if isinstance(cv, numbers.Integral) else "splits"),
-                     scoring=score_name, n_factorizations=n_fact,
+                     scoring=score_name, n_factorizations=count["fact"],
                      seconds=time.perf_counter() - t_start)
+
+
+def _fit_methods(scored: str) -> tuple[str, ...]:
+    return ("kl", "sm") if scored == "sm" else (scored,)
+
+
+def _summary(folds_a: list, loo: bool) -> tuple[float, float, float, float]:
+    """Mean and spread of the errors over the points (leave-one-out) or the folds' means; shares."""
+    if loo:
+        err, wv, conv, ex = folds_a[0]
+        mean = float(np.average(err, weights=wv))
+        std = float(np.sqrt(np.average((err - mean) ** 2, weights=wv)))
+        return mean, std, float(conv.mean()), float(ex.mean())
+    # a validation fold whose weights are all zero says nothing about the target: left out
+    means = np.array([np.average(e, weights=ww) for e, ww, _, _ in folds_a if ww is None or ww.sum() > 0.0])
+    return (float(means.mean()), float(means.std()), float(np.concatenate([c for _, _, c, _ in folds_a]).mean()),
+            float(np.concatenate([x for _, _, _, x in folds_a]).mean()))
