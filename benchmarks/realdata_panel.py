@@ -21,6 +21,7 @@ predict, summed over the outer folds, JIT compilation excluded (a warm-up runs f
 
     python benchmarks/realdata_panel.py            # the whole panel (a few minutes)
     python benchmarks/realdata_panel.py --quick    # iris and Linnerud only
+    python benchmarks/realdata_panel.py --widths   # why "scale" is 1/8 and 2 times 1/median (all data, LOO)
 """
 
 from __future__ import annotations
@@ -119,8 +120,19 @@ def methods(X):
     }
 
 
-def run_task(name: str):
-    """``{method: (R², fit seconds, predict seconds)}`` for one task."""
+def describe(est) -> str:
+    """A fitted ``TwinGPRegressorCV``'s choice: the predictor, the widths as multiples of ``"scale"``, the lambdas."""
+    from fastsm.tgp.params import SCALE_X, SCALE_Y, median_sq_distance
+
+    m = est.model_
+    fx = est.gamma_x_ * median_sq_distance(m.X) / SCALE_X
+    fy = est.gamma_y_ * median_sq_distance(m.Y) / SCALE_Y
+    alpha = f" a={est.alpha_:g}" if est.method_ == "sm" else ""
+    return f"{est.method_} gx={fx:.3g}*scale gy={fy:.3g}*scale lx={est.lambda_x_:g} ly={est.lambda_y_:g}{alpha}"
+
+
+def run_task(name: str, choices: list | None = None):
+    """``{method: (R², fit seconds, predict seconds)}`` for one task; ``choices`` collects TwinGPRegressorCV's."""
     from sklearn.base import clone
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.metrics import r2_score
@@ -149,8 +161,55 @@ def run_task(name: str):
             t_pred += time.perf_counter() - t1
             t_fit += t1 - t0
             P[te] = sy.inverse_transform(Pte) if zscore else Pte
+            if choices is not None and label == "TwinGPRegressorCV()":
+                choices.append(describe(est))
         out[label] = (float(r2_score(Y, P)), t_fit, t_pred)
     return out
+
+
+FX = tuple(2.0 ** k for k in range(-6, 2))   # gamma_x x median squared distance of X
+FY = tuple(2.0 ** k for k in range(-2, 4))   # gamma_y x that of Y
+LAMBDAS = (1e-4, 1e-3, 1e-2, 1e-1)
+
+
+def widths(name: str) -> dict:
+    """KLTGP's exact leave-one-out R² (1 - MSE / variance, all of the task's data, lambda = 1e-3) over FX × FY."""
+    from fastsm import tgp
+    from fastsm.tgp.params import median_sq_distance
+
+    load, zscore, _ = TASKS[name]
+    X, Y = load()
+    if zscore:
+        X, Y = (X - X.mean(0)) / X.std(0), (Y - Y.mean(0)) / Y.std(0)
+    mx, my = median_sq_distance(X), median_sq_distance(Y)
+    sel = tgp.select(X, Y, alphas=(0.5,), betas=(1.5,), gammas_x=[f / mx for f in FX], gammas_y=[f / my for f in FY],
+                     lambdas_x=1e-3, lambdas_y=1e-3, method="kl", scoring="mse", search="grid")
+    r2 = 1.0 - sel.table["mean"] / Y.var(0).mean()
+    out = {(fx, fy): float(r2[i * len(FY) + j]) for i, fx in enumerate(FX) for j, fy in enumerate(FY)}
+    lam = tgp.select(X, Y, alphas=(0.5,), betas=(1.5,), gammas_x=0.125 / mx, gammas_y=2.0 / my, lambdas_x=LAMBDAS,
+                     lambdas_y=LAMBDAS, method="kl", scoring="mse", search="grid")
+    diag = (lam.table["lambda_x"] == lam.table["lambda_y"])
+    for v, e in zip(lam.table["lambda_x"][diag], lam.table["mean"][diag], strict=True):
+        out[("lambda", float(v))] = float(1.0 - e / Y.var(0).mean())
+    return out
+
+
+def print_widths() -> None:
+    print("KLTGP exact leave-one-out R^2 on all of each task's data, lambda = 1e-3; widths as multiples of")
+    print("1 / (median squared distance): fastsm's \"scale\" is (1/8, 2); (2, 2) is about scikit-learn's SVR")
+    print("gamma='scale' rule (1 / (d var) = 2 / mean squared distance) on both sides; (1, 1) plain 1/median.")
+    print("Last columns: (1/8, 2) with lambda_x = lambda_y = 1e-4 ... 1e-1.")
+    lam_head = " ".join(f"{f'l={v:g}':>8}" for v in LAMBDAS)
+    head = f"{'task':15} {'(1/8, 2)':>9} {'(2, 2)':>8} {'(1, 1)':>8} {'best':>8}  {'at (fx, fy)':16} {lam_head}"
+    print(head)
+    print("-" * len(head))
+    for name in TASKS:
+        r = widths(name)
+        cells = {k: v for k, v in r.items() if k[0] != "lambda"}
+        best = max(cells, key=cells.get)
+        lams = " ".join(f"{r[('lambda', v)]:8.4f}" for v in LAMBDAS)
+        print(f"{name:15} {r[(0.125, 2.0)]:9.4f} {r[(2.0, 2.0)]:8.4f} {r[(1.0, 1.0)]:8.4f} {r[best]:8.4f}  "
+              f"{f'({best[0]:g}, {best[1]:g})':16} {lams}")
 
 
 def warm_up() -> None:
@@ -163,15 +222,21 @@ def warm_up() -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help=f"only {', '.join(QUICK)}")
+    ap.add_argument("--widths", action="store_true", help="the leave-one-out table behind the \"scale\" constants")
     args = ap.parse_args(argv)
     warm_up()
+    if args.widths:
+        print_widths()
+        return 0
     names = QUICK if args.quick else tuple(TASKS)
     head = f"{'task':15} {'method':22} {'R2':>8} {'fit [s]':>8} {'predict [s]':>11}"
     print(head)
     print("-" * len(head))
-    verdicts = []
+    verdicts, chosen = [], []
     for name in names:
-        res = run_task(name)
+        picks = []
+        res = run_task(name, picks)
+        chosen += [f"{name}, fold {k + 1}: {c}" for k, c in enumerate(picks)]
         for label, (r2, tf, tp) in res.items():
             print(f"{name:15} {label:22} {r2:8.4f} {tf:8.2f} {tp:11.3f}")
         base = {k: v for k, v in res.items() if not k.startswith("TwinGP")}
@@ -180,6 +245,8 @@ def main(argv=None) -> int:
         ratio = tgp_fit / res["kernel ridge (grid)"][1]
         verdicts.append(f"{name}: TwinGPRegressorCV() {tgp_r2:.4f} vs best baseline {best} {base[best][0]:.4f} "
                         f"(difference {tgp_r2 - base[best][0]:+.4f}); fit time {ratio:.2f} x kernel ridge's search")
+    print("\nTwinGPRegressorCV()'s choices")
+    print("\n".join(chosen))
     print()
     print("\n".join(verdicts))
     return 0
