@@ -33,6 +33,7 @@ import warnings
 import numpy as np
 
 from fastsm.sklearn import TwinGPRegressor, TwinGPRegressorCV
+from fastsm.tgp.params import median_sq_distance
 
 
 def _digits(n: int = 600):
@@ -85,13 +86,6 @@ TASKS = {
 QUICK = ("iris petals", "linnerud")
 
 
-def _median_sq(Z):
-    from scipy.spatial.distance import pdist
-
-    m = float(np.median(pdist(Z, "sqeuclidean")))
-    return m if m > 0 else 1.0
-
-
 def methods(X):
     """The estimators, unfitted (kernel ridge's gamma grid is relative to the training inputs' median distance)."""
     from sklearn.compose import TransformedTargetRegressor
@@ -102,7 +96,7 @@ def methods(X):
     from sklearn.neighbors import KNeighborsRegressor
     from sklearn.preprocessing import StandardScaler
 
-    m = _median_sq(X)
+    m = median_sq_distance(X)
     n_inner = len(X) - int(np.ceil(len(X) / 5))
     ks = [k for k in (1, 2, 3, 5, 7, 10, 15, 20, 30) if k <= n_inner]
     return {
@@ -122,7 +116,7 @@ def methods(X):
 
 def describe(est) -> str:
     """A fitted ``TwinGPRegressorCV``'s choice: the predictor, the widths as multiples of ``"scale"``, the lambdas."""
-    from fastsm.tgp.params import SCALE_X, SCALE_Y, median_sq_distance
+    from fastsm.tgp.params import SCALE_X, SCALE_Y
 
     m = est.model_
     fx = est.gamma_x_ * median_sq_distance(m.X) / SCALE_X
@@ -175,7 +169,6 @@ LAMBDAS = (1e-4, 1e-3, 1e-2, 1e-1)
 def widths(name: str) -> dict:
     """KLTGP's exact leave-one-out R² (1 - MSE / variance, all of the task's data, lambda = 1e-3) over FX × FY."""
     from fastsm import tgp
-    from fastsm.tgp.params import median_sq_distance
 
     load, zscore, _ = TASKS[name]
     X, Y = load()

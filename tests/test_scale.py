@@ -136,6 +136,10 @@ def test_auto_takes_the_better_of_kl_and_sm(data):
     assert kl.any() and sm.any() and np.isnan(sel.table["alpha"][kl]).all()
     assert sel.best_score == min(sel.table["mean"][kl].min(), sel.table["mean"][sm].min())
     assert sel.method == str(sel.table["method"][sel.best_index])
+    # the grid's KLTGP rows come from SMTGP's start: bitwise the scores of a KLTGP search
+    auto = tgp.select(X, Y, **{**GRID, "method": "auto", "alphas": (0.2, 0.8)}, search="grid")
+    kl_only = tgp.select(X, Y, **GRID, search="grid")
+    np.testing.assert_array_equal(auto.table["mean"][auto.table["method"] == "kl"], kl_only.table["mean"])
 
 
 def test_cv_results_like_gridsearch(data):

@@ -376,17 +376,21 @@ def select(
         raise ValueError("sample_weight is zero on every validation fold: importance-weighted CV has nothing to score")
     opts = {"max_iter": max_iter, "tol": tol, "threads": threads}
     n_folds = 1 if folds is None else len(folds)
-    count = {"fact": 0}
+    n_fact = 0
 
     def evaluate(kern: tuple, scored: str, a_list: tuple, bar: Progress) -> dict:
-        """Mean and std of the validation error, converged and extrapolated shares, per alpha of ``a_list``."""
+        """Mean and std of the validation error, converged and extrapolated shares, per alpha of ``a_list``.
+
+        For SMTGP also under ``"kl"``: its start is the KLTGP prediction, scored as it stands.
+        """
+        nonlocal n_fact
         base = TGPParams(gamma_x=kern[0], gamma_y=kern[1], lambda_x=kern[2], lambda_y=kern[3],
                          alpha=a_list[0], beta=betas[0])
-        per_alpha = {a: [] for a in a_list}
+        per_alpha = {a: [] for a in a_list} | ({"kl": []} if scored == "sm" else {})
         for fold in ([None] if folds is None else folds):
             if fold is None:
                 model0 = fit(X, Y, base, methods=_fit_methods(scored), threads=threads, sample_weight=w)
-                start = loo_predict(model0, method="kl", **opts).y if scored == "sm" else None
+                start = loo_predict(model0, method="kl", **opts) if scored == "sm" else None
                 # fit leaves out zero-weight points; their validation weight is zero too
                 kept = slice(None) if w is None else informative(w, base)
                 Yv, wv = Y[kept], None if w is None else w[kept]
@@ -397,22 +401,21 @@ def select(
                                      "fold has zero (or negligible) sample_weight")
                 model0 = fit(X[tr], Y[tr], base, methods=_fit_methods(scored), threads=threads,
                              sample_weight=None if w is None else w[tr])
-                start = predict(model0, X[va], method="kl", **opts).y if scored == "sm" else None
+                start = predict(model0, X[va], method="kl", **opts) if scored == "sm" else None
                 Yv, wv = Y[va], None if w is None else w[va]
-            count["fact"] += 3
+            n_fact += 3
             bar.step()
+            if start is not None:
+                per_alpha["kl"].append(_fold_errors(score_fn, Yv, wv, start))
             for a in a_list:
                 model = with_alpha(model0, a) if a != model0.params.alpha else model0
-                count["fact"] += model is not model0
+                n_fact += model is not model0
+                init = None if start is None else start.y
                 if fold is None:
-                    pred = loo_predict(model, method=scored, init=start, **opts)
+                    pred = loo_predict(model, method=scored, init=init, **opts)
                 else:
-                    pred = predict(model, X[fold[1]], method=scored, init=start, **opts)
-                err = np.asarray(score_fn(Yv, pred.y), dtype=float).reshape(-1)
-                if err.shape[0] != Yv.shape[0]:
-                    raise ValueError(f"scoring must return one error per validation point ({Yv.shape[0]}), "
-                                     f"got shape {err.shape}")
-                per_alpha[a].append((err, wv, pred.converged, pred.extrapolated))
+                    pred = predict(model, X[fold[1]], method=scored, init=init, **opts)
+                per_alpha[a].append(_fold_errors(score_fn, Yv, wv, pred))
                 bar.step()
         return {a: _summary(folds_a, folds is None) for a, folds_a in per_alpha.items()}
 
@@ -422,13 +425,13 @@ def select(
     with quiet():
         if search == "grid":
             kernels = list(itertools.product(*values))
-            units = len(kernels) * n_folds * (len(a_list) + 1 + (2 if method == "auto" else 0))
+            units = len(kernels) * n_folds * (len(a_list) + 1)
             with Progress(progress, units, "select") as bar:
                 for kern in kernels:
-                    if method == "auto":
-                        rows.append((*kern, np.nan, np.nan, *evaluate(kern, "kl", a_list[:1], bar)[a_list[0]], "kl"))
                     scored = "sm" if method == "auto" else method
                     res = evaluate(kern, scored, a_list, bar)
+                    if method == "auto":
+                        rows.append((*kern, np.nan, np.nan, *res["kl"], "kl"))
                     for a in alphas:
                         for b in betas:
                             rows.append((*kern, a, b, *res[a if alpha_dep else a_list[0]], scored))
@@ -475,12 +478,20 @@ def select(
     final = fit(X, Y, params, threads=threads, sample_weight=w)
     return Selection(params=params, model=final, table=table, best_index=best, method=chosen,
                      cv="loo" if folds is None else (len(folds) if isinstance(cv, numbers.Integral) else "splits"),
-                     scoring=score_name, n_factorizations=count["fact"],
+                     scoring=score_name, n_factorizations=n_fact,
                      seconds=time.perf_counter() - t_start)
 
 
 def _fit_methods(scored: str) -> tuple[str, ...]:
     return ("kl", "sm") if scored == "sm" else (scored,)
+
+
+def _fold_errors(score_fn, Yv: np.ndarray, wv, pred) -> tuple:
+    """One fold's per-point errors, weights, converged and extrapolated flags."""
+    err = np.asarray(score_fn(Yv, pred.y), dtype=float).reshape(-1)
+    if err.shape[0] != Yv.shape[0]:
+        raise ValueError(f"scoring must return one error per validation point ({Yv.shape[0]}), got shape {err.shape}")
+    return err, wv, pred.converged, pred.extrapolated
 
 
 def _summary(folds_a: list, loo: bool) -> tuple[float, float, float, float]:
