@@ -15,6 +15,7 @@ One run on this machine; times exclude JIT compilation (every path is warmed fir
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
 
 import numba
@@ -71,7 +72,7 @@ def beta_paths():
     print(f"{'data':5} {'beta':>5} {'evals/pt':>9} {'conv.':>6} {'max |y - y_free|':>17} {'median':>9}")
     for name, make, alpha in (("toy1", datasets.toy1, 0.9), ("toy2", datasets.toy2, 0.6)):
         X, Xt, Y, _ = make(0)
-        model = tgp.fit(X, Y, tgp.TGPParams(alpha=alpha, beta=1.5))
+        model = tgp.fit(X, Y, dataclasses.replace(PARAMS, alpha=alpha, beta=1.5))
         free = tgp.predict(model, Xt, method="sm")
         start = tgp.predict(model, Xt, method="kl").y
         print(f"{name:5} {'free':>5} {free.n_eval.mean():9.1f} {free.converged.mean():6.1%} {0.0:17.1e} {0.0:9.1e}")

@@ -23,7 +23,7 @@ def _worker(threads, seconds, start, out):
     from fastsm import datasets, tgp
 
     Xtr, Xte, Ytr, _ = datasets.toy1(0, n_train=300, n_test=64)
-    m = tgp.fit(Xtr, Ytr, threads=1)
+    m = tgp.fit(Xtr, Ytr, tgp.TOY1_PARAMS, threads=1)
     tgp.predict(m, Xte[:8], method="kl", threads=threads)
     start.wait()
     t_end = time.perf_counter() + seconds

@@ -17,7 +17,8 @@ def main():
     for name, make, a, b in (("toy1", datasets.toy1, 0.9, 1.5), ("toy2", datasets.toy2, 0.6, 0.99)):
         Xtr, Xte, Ytr, _ = make()
         for lam in (1e-4, 1e-2):
-            m = tgp.fit(Xtr, Ytr, tgp.TGPParams(alpha=a, beta=b, lambda_x=lam, lambda_y=lam))
+            m = tgp.fit(Xtr, Ytr, tgp.TGPParams(gamma_x=0.2, gamma_y=20.0, alpha=a, beta=b, lambda_x=lam,
+                                                lambda_y=lam))  # Toy 1 widths, the defaults before "scale"
             Y0 = tgp.predict(m, Xte, method="kl").y
             for method in ("kl", "ikl", "sm"):
                 kw = dict(method=method, max_iter=2000, tol=1e-12, init=Y0, trust_radius=0.02)

@@ -285,11 +285,11 @@ def toy_kltgp(n: int = 2000, n_test: int = 500, threads: int | None = None, repe
     Best of ``repeat`` for each part, JIT excluded.
     """
     Xtr, Xte, Ytr, Yte = datasets.toy1(0, n_train=n, n_test=n_test)
-    tgp.predict(tgp.fit(Xtr[:50], Ytr[:50], methods=("kl",)), Xte[:4], method="kl")
+    tgp.predict(tgp.fit(Xtr[:50], Ytr[:50], tgp.TOY1_PARAMS, methods=("kl",)), Xte[:4], method="kl")
     t_fit = t_pred = np.inf
     for _ in range(repeat):
         t0 = time.perf_counter()
-        model = tgp.fit(Xtr, Ytr, methods=("kl",), threads=threads)
+        model = tgp.fit(Xtr, Ytr, tgp.TOY1_PARAMS, methods=("kl",), threads=threads)
         t1 = time.perf_counter()
         pred = tgp.predict(model, Xte, method="kl", threads=threads)
         t2 = time.perf_counter()

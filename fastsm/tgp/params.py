@@ -167,3 +167,8 @@ class TGPParams:
             if f is not None:
                 out[name] = scale_gamma(Z, f * const, sample_weight)
         return dataclasses.replace(self, **out)
+
+
+#: [SM] Table 1's Toy 1 values (2 rho_x^2 = 5, 2 rho_y^2 = 0.05, lambda = 1e-4, alpha = 0.9, beta = 1.5): the
+#: defaults before ``"scale"``, and the paper's and Bo & Sminchisescu's settings for their toys.
+TOY1_PARAMS = TGPParams(gamma_x=0.2, gamma_y=20.0, lambda_x=1e-4, lambda_y=1e-4, alpha=0.9, beta=1.5)
