@@ -32,9 +32,12 @@ def test_partial_fit_equals_refit(m):
     upd = tgp.partial_fit(base, X[-m:], Y[-m:])
     ref = tgp.fit(X, Y, PARAMS)
     assert_same_model(upd, ref)
-    for method in ("kl", "ikl", "sm"):
+    # the two models agree to rounding; the predictions then follow to 7e-13 for KL and SM, while IKLTGP's
+    # optimiser can take another path in a flat objective: measured 4.4e-8 (Nehalem kernels, m = 1) and 1.7e-9
+    # (SkylakeX, m = 5) on one test point, <= 1e-12 on SandyBridge and Haswell
+    for method, atol in (("kl", 1e-8), ("ikl", 1e-6), ("sm", 1e-8)):
         np.testing.assert_allclose(tgp.predict(upd, Xt, method=method).y, tgp.predict(ref, Xt, method=method).y,
-                                   rtol=0, atol=1e-8)
+                                   rtol=0, atol=atol)
     assert base.n_train == 90 - m  # the input model is unchanged
 
 
