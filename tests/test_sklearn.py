@@ -48,16 +48,9 @@ def test_sklearn_compatible_with_defaults(estimator, check):
     check(estimator)
 
 
-@pytest.mark.parametrize("kw", [{}, FIXED], ids=["defaults", "fixed"])
-def test_weights_equal_repeats_to_rounding(kw):
-    """scikit-learn's sample-weight check, asserting what float64 determines.
-
-    The check's data: 15 points in 30-D, outputs in {0, 1, 2}, integer weights.  Weights are noise
-    lambda / w (MATH 6) and the "scale" median weighs pairs by w_i w_j, so both fits are one model up
-    to rounding; SMTGP's optimiser then stops within the flat bottom of the objective.  Measured
-    (largest difference, Nehalem / SandyBridge / Haswell / SkylakeX): defaults 5.1e-10 / 2.7e-8 /
-    4.9e-10 / 8.4e-10; FIXED 1.6e-9 / 1.0e-10 / 1.6e-9 / 8.7e-12.
-    """
+def _repeated_and_weighted(kw: dict):
+    """The data of ``check_sample_weight_equivalence_on_dense_data`` (15 points in 30-D, outputs in {0, 1, 2},
+    integer weights), fitted once on repeated rows and once with the weights (rows shuffled)."""
     from sklearn.utils import shuffle
 
     rng = np.random.RandomState(42)
@@ -68,12 +61,26 @@ def test_weights_equal_repeats_to_rounding(kw):
     rep = TwinGPRegressor(**kw).fit(X.repeat(sw, axis=0), y.repeat(sw))
     Xw, yw, sww = shuffle(X, y, sw, random_state=0)
     wei = TwinGPRegressor(**kw).fit(Xw, yw, sample_weight=sww)
+    return X, y, rep, wei
+
+
+@pytest.mark.parametrize("kw", [{}, FIXED], ids=["defaults", "fixed"])
+def test_weights_equal_repeats_to_rounding(kw):
+    """scikit-learn's sample-weight check, asserting what float64 determines.
+
+    The check's data: 15 points in 30-D, outputs in {0, 1, 2}, integer weights.  Weights are noise
+    lambda / w (MATH 6) and the "scale" median weighs pairs by w_i w_j, so both fits are one model up
+    to rounding; SMTGP's optimiser then stops within the flat bottom of the objective.  Measured
+    (largest difference, Nehalem / SandyBridge / Haswell / SkylakeX): defaults 5.1e-10 / 2.7e-8 /
+    4.9e-10 / 8.4e-10; FIXED 1.6e-9 / 1.0e-10 / 1.6e-9 / 8.7e-12.
+    """
+    X, _, rep, wei = _repeated_and_weighted(kw)
     assert rep.model_.params == wei.model_.params  # the widths are equal exactly
     np.testing.assert_allclose(wei.predict(X), rep.predict(X), rtol=0, atol=1e-6)
 
 
 # Toy 1's widths, the defaults before "scale" (issue #23): the sample-weight check meets an undetermined case.
-TOY1 = dict(gamma_x=0.2, gamma_y=20.0, lambda_x=1e-4, lambda_y=1e-4)
+TOY1 = {k: getattr(tgp.TOY1_PARAMS, k) for k in ("gamma_x", "gamma_y", "lambda_x", "lambda_y")}
 
 
 def test_toy1_weights_equal_repeats_up_to_tied_mirror_modes():
@@ -87,16 +94,8 @@ def test_toy1_weights_equal_repeats_up_to_tied_mirror_modes():
     two mirror-image minima t -+ 0.0047 whose values differ by less than that rounding (the
     asymmetry was measured at 7e-8 relative); which one BFGS reaches is then undetermined.
     """
-    from sklearn.utils import shuffle
-
-    rng = np.random.RandomState(42)
-    n = 15
-    X = rng.rand(n, 2 * n)
-    y = rng.randint(0, 3, size=n)
-    sw = rng.randint(0, 5, size=n)
-    rep = TwinGPRegressor(**TOY1).fit(X.repeat(sw, axis=0), y.repeat(sw))
-    Xw, yw, sww = shuffle(X, y, sw, random_state=0)
-    wei = TwinGPRegressor(**TOY1).fit(Xw, yw, sample_weight=sww)
+    X, y, rep, wei = _repeated_and_weighted(TOY1)
+    n = len(X)
     pr, pw = rep.predict(X), wei.predict(X)
     grid = np.linspace(-0.5, 2.5, 151)[:, None]
     for i in range(n):
