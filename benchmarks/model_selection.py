@@ -76,15 +76,14 @@ def beta_paths():
         free = tgp.predict(model, Xt, method="sm")
         start = tgp.predict(model, Xt, method="kl").y
         print(f"{name:5} {'free':>5} {free.n_eval.mean():9.1f} {free.converged.mean():6.1%} {0.0:17.1e} {0.0:9.1e}")
-        F, eta_x, xwx, _, _ = api._point_data(model, Xt, "sm")
-        M1, M2 = api._method_mats(model, "sm")
+        F, eta_x, _, _ = api._point_data(model, Xt, "sm")
         n = len(Xt)
         for beta in (0.5, 0.99, 1.5):
             opts = Options(50, np.full(n, 1e-8 * model.y_spread), config.DEFAULT_FTOL,
                            np.full(n, 0.25 * model.y_spread), True, config.DEFAULT_WINDOW, numba.get_num_threads())
             with thread_limits(None):
                 Yb, _, _, ev, cv, *_ = minimize_batch(
-                    api._objective(model, "sm", M1, M2, beta), Points(F, eta_x, xwx), start, opts,
+                    api._objective(model, "sm", beta), Points(F, eta_x), start, opts,
                     np.zeros(1, dtype=np.int64), None, None, tile_plan(model.n_train))
             d = np.abs(Yb - free.y).max(axis=1)
             print(f"{name:5} {beta:5.2f} {ev.mean():9.1f} {cv.mean():6.1%} {d.max():17.1e} {np.median(d):9.1e}")

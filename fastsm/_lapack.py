@@ -1,4 +1,4 @@
-"""LAPACK's Cholesky factorisation and SPD inverse without the GIL.
+"""LAPACK's Cholesky factorisation and triangular inverse without the GIL.
 
 SciPy's ``scipy.linalg.lapack.dpotrf`` / ``dpotri`` wrappers hold the GIL
 (measured: two Python threads factorising 1000×1000 matrices take as long as
@@ -20,26 +20,29 @@ _int_p = ctypes.POINTER(ctypes.c_int)
 _dbl_p = ctypes.POINTER(ctypes.c_double)
 _PROTO = ctypes.CFUNCTYPE(None, ctypes.c_char_p, _int_p, _dbl_p, _int_p, _int_p)
 _dpotrf = _PROTO(get_cython_function_address("scipy.linalg.cython_lapack", "dpotrf"))
-_dpotri = _PROTO(get_cython_function_address("scipy.linalg.cython_lapack", "dpotri"))
+_TRTRI = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_char_p, _int_p, _dbl_p, _int_p, _int_p)
+_dtrtri = _TRTRI(get_cython_function_address("scipy.linalg.cython_lapack", "dtrtri"))
 
 
-def potrf_potri(K: np.ndarray) -> tuple[np.ndarray, float, int, int]:
-    """``(K^-1, log|K|, info_potrf, info_potri)`` of a symmetric matrix by lower Cholesky.
+def potrf_trtri(K: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, int]:
+    """``(L, W, log|K|, info)``: the lower Cholesky factor ``K = L L^T`` and ``W = L^-1``.
 
-    Only the lower triangle of ``K`` is read.  On failure (``info != 0``)
-    the inverse is meaningless.  Call with BLAS limited to one thread for
-    results independent of the thread count.
+    Only the lower triangle of ``K`` is read; ``L`` and ``W`` are C-contiguous with zeros above
+    the diagonal.  On failure (``info != 0``, the leading minor of that order is not positive)
+    ``L`` and ``W`` are meaningless.  Call with BLAS limited to one thread for results
+    independent of the thread count.
     """
     n = K.shape[0]
     a = np.array(K, dtype=np.float64, order="F", copy=True)
     nn, info = ctypes.c_int(n), ctypes.c_int(0)
-    ptr = a.ctypes.data_as(_dbl_p)
-    _dpotrf(b"L", ctypes.byref(nn), ptr, ctypes.byref(nn), ctypes.byref(info))
+    _dpotrf(b"L", ctypes.byref(nn), a.ctypes.data_as(_dbl_p), ctypes.byref(nn), ctypes.byref(info))
     if info.value != 0:
-        return a, np.nan, info.value, 0
-    logdet = 2.0 * float(np.sum(np.log(np.diag(a))))
+        return a, a, np.nan, info.value
+    L = np.tril(a)
+    logdet = 2.0 * float(np.sum(np.log(np.diag(L))))
+    w = np.array(L, order="F", copy=True)
     info2 = ctypes.c_int(0)
-    _dpotri(b"L", ctypes.byref(nn), ptr, ctypes.byref(nn), ctypes.byref(info2))
-    inv = np.tril(a)
-    inv += np.tril(inv, -1).T
-    return np.ascontiguousarray(inv), logdet, 0, info2.value
+    _dtrtri(b"L", b"N", ctypes.byref(nn), w.ctypes.data_as(_dbl_p), ctypes.byref(nn), ctypes.byref(info2))
+    if info2.value != 0:  # pragma: no cover - potrf succeeded: the diagonal is positive
+        return L, w, np.nan, n + info2.value
+    return np.ascontiguousarray(L), np.ascontiguousarray(np.tril(w)), logdet, 0

@@ -1,8 +1,11 @@
 """Which BLAS call shapes the products may use, checked on the BLAS in use.
 
-:mod:`fastsm._kernels.gemm` computes every batch product as tiles of a
-:class:`~fastsm._kernels.gemm.TilePlan`.  A point's result must not depend on
-the tile its row lands in or its position there.  Which call shapes give a
+Every product of a batch of rows with a model's factor is a product with a lower-triangular
+``N × N`` matrix ``W = L^-1`` (or ``G``), forward (``x -> W x``) or backward (``x -> W^T x``)
+(docs/accuracy.md).  :mod:`fastsm._kernels.gemm` computes it as tiles of a
+:class:`~fastsm._kernels.gemm.TilePlan`: row tiles of the plan's heights, one single-threaded
+DTRMM call each.  A point's result must not depend on the tile its row lands in or its position
+there.  Which call shapes give a
 row the same arithmetic is a property of the BLAS build, its CPU kernels and
 ``N`` (measured with OpenBLAS 0.3.31: SkylakeX kernels agree for every height
 of at least 2 rows at ``N = 1000`` but only for multiples of 12 at ``N = 300``,
@@ -11,12 +14,11 @@ multiples of 4; Haswell's of 2).  So before the first product with ``N``
 columns in a process, :func:`tile_plan` runs every candidate shape once on
 random data (:class:`Probe`):
 
-* candidate heights ``2^a`` and ``3·2^a`` up to 256 rows;
+* candidate heights ``2^a`` and ``3·2^a`` up to 256 rows, each through a
+  forward and a backward product;
 * a menu's top height once more, one row further on, which shows whether a
   row's position in the call matters;
-* each height's rows compared with the top's;
-* column panels (used when a round is too small to keep every thread busy
-  at full width) compared with the full-width rows.
+* each height's rows compared with the top's.
 
 :func:`choose` then keeps a menu — a unit ``u`` and the heights that are
 multiples of it up to a top — all of whose calls give every row the same
@@ -40,74 +42,50 @@ import warnings
 import numba
 import numpy as np
 
-from fastsm._kernels.gemm import CALL_OVERHEAD_ROWS, TilePlan, padded_rows, plan_products, probe_calls, row_tiles
+from fastsm._kernels.gemm import CALL_OVERHEAD_ROWS, TilePlan, padded_rows, probe_tri, row_tiles, tri_products
 from fastsm._threads import thread_limits
 
 #: Largest tile height.
 TOP = 256
-#: Target width of a column panel.
-PANEL_COLS = 256
 #: Candidate tile heights: ``2^a`` and ``3·2^a`` up to :data:`TOP`.
 HEIGHTS: tuple[int, ...] = tuple(sorted({2**a for a in range(9)} | {3 * 2**a for a in range(7)}))
-
-
-def panel_width(n: int) -> int:
-    """Column panel width for ``n`` columns (a multiple of 16), or 0 when one panel would do."""
-    count = max(1, (n + PANEL_COLS // 2) // PANEL_COLS)
-    if count == 1:
-        return 0
-    width = -(-n // count)
-    return -(-width // 16) * 16
 
 
 class Probe:
     """Candidate call shapes for ``n`` columns run on random data, lazily and memoised.
 
-    ``rows(h)``: rows ``A[0:h] @ M`` by one full-width ``h``-row call;
-    ``invariant(h)``: the same call one row further on gives every row the
-    same bits (a row's position in the call does not matter);
-    ``panels_agree(hs)``: the column-panel calls give the full-width rows.
-    Every run holds BLAS at one thread (multi-threaded OpenBLAS splits a call
-    differently and rounds differently).
+    ``rows(h)``: rows ``A[0:h]`` through a forward and a backward product with a random
+    lower-triangular ``M``, by ``h``-row calls; ``invariant(h)``: the same calls one row
+    further on give every row the same bits (a row's position in the call does not matter).
+    Every run holds BLAS at one thread (multi-threaded OpenBLAS splits a call differently and
+    rounds differently).
     """
 
     def __init__(self, n: int) -> None:
         rng = np.random.default_rng(20261122)
         self.n = n
         self.A = rng.standard_normal((TOP + 1, n))
-        self.M = rng.standard_normal((n, n))
-        self.width = panel_width(n)
-        self._full: dict[tuple[int, int], np.ndarray] = {}
-        self._panel: dict[int, np.ndarray] = {}
-        self._run([(0, h, 1) for h in HEIGHTS] + [(1, TOP, 1)])
+        self.M = np.tril(rng.standard_normal((n, n)))
+        self._rows: dict[tuple[int, int], np.ndarray] = {}
+        self._run([(0, h) for h in HEIGHTS] + [(1, TOP)])
 
-    def _run(self, jobs: list[tuple[int, int, int]]) -> None:
-        rows = np.cumsum([0] + [j[1] for j in jobs])
-        table = np.array([(r0, h, full, rows[i]) for i, (r0, h, full) in enumerate(jobs)], dtype=np.int64)
+    def _run(self, jobs: list[tuple[int, int]]) -> None:
+        both = [(r0, h, fwd) for r0, h in jobs for fwd in (1, 0)]
+        rows = np.cumsum([0] + [j[1] for j in both])
+        table = np.array([(r0, h, fwd, rows[i]) for i, (r0, h, fwd) in enumerate(both)], dtype=np.int64)
         P = np.empty((int(rows[-1]), self.n))
         with thread_limits(None):  # BLAS on one thread inside, as the products run (reentrant)
-            probe_calls(self.A, self.M, table, self.width if self.width else self.n, P)
-        for i, (r0, h, full) in enumerate(jobs):
-            if full:
-                self._full[(r0, h)] = P[rows[i]:rows[i + 1]]
-            else:
-                self._panel[h] = P[rows[i]:rows[i + 1]]
+            probe_tri(self.A, self.M, table, P)
+        for k, (r0, h) in enumerate(jobs):
+            self._rows[(r0, h)] = np.hstack([P[rows[2 * k]:rows[2 * k + 1]], P[rows[2 * k + 1]:rows[2 * k + 2]]])
 
     def rows(self, h: int) -> np.ndarray:
-        return self._full[(0, h)]
+        return self._rows[(0, h)]
 
     def invariant(self, h: int) -> bool:
-        if (1, h) not in self._full:
-            self._run([(1, h, 1)])
-        return bool(np.array_equal(self._full[(0, h)][1:], self._full[(1, h)][:-1]))
-
-    def panels_agree(self, hs) -> bool:
-        if not self.width:
-            return False
-        todo = [(0, h, 0) for h in hs if h not in self._panel]
-        if todo:
-            self._run(todo)
-        return all(np.array_equal(self._panel[h], self._full[(0, h)]) for h in hs)
+        if (1, h) not in self._rows:
+            self._run([(1, h)])
+        return bool(np.array_equal(self._rows[(0, h)][1:], self._rows[(1, h)][:-1]))
 
 
 def menus(probe: Probe) -> list[tuple[int, tuple[int, ...]]]:
@@ -132,8 +110,6 @@ def menus(probe: Probe) -> list[tuple[int, tuple[int, ...]]]:
 
 #: Round sizes over which menus are compared (the optimiser's rounds run from 1 to its window, 512).
 ROUND_SIZES = (1, 2, 3, 5, 8, 13, 20, 32, 50, 80, 128, 200, 320, 512)
-#: Menus within this factor of the cheapest count as equally cheap; among them panels are preferred.
-COST_SLACK = 1.05
 
 
 def menu_cost(heights) -> float:
@@ -146,48 +122,39 @@ def menu_cost(heights) -> float:
     return total / sum(ROUND_SIZES)
 
 
-def choose(probe: Probe) -> tuple[tuple[int, ...], int, bool]:
-    """``(heights, unit, panels)``: the tiles :func:`tile_plan` allows.
-
-    The valid :func:`menus` ranked by :func:`menu_cost`; among those within
-    :data:`COST_SLACK` of the cheapest, the first whose column panels agree
-    with the full-width rows, else the cheapest without panels.
-    """
-    ranked = sorted(((menu_cost(hs), unit, hs) for unit, hs in menus(probe)), key=lambda c: (c[0], c[1]))
-    for cost, unit, hs in ranked:
-        if cost > COST_SLACK * ranked[0][0]:
-            break
-        if probe.panels_agree(hs):
-            return hs, unit, True
-    _, unit, hs = ranked[0]
-    return hs, unit, False
+def choose(probe: Probe) -> tuple[tuple[int, ...], int]:
+    """``(heights, unit)``: the cheapest valid :func:`menus` entry by :func:`menu_cost`."""
+    _, unit, hs = min(((menu_cost(hs), unit, hs) for unit, hs in menus(probe)), key=lambda c: (c[0], c[1]))
+    return hs, unit
 
 
 @functools.cache
 def tile_plan(n: int) -> TilePlan:
     """The checked call shapes for products with ``n`` columns (memoised per process)."""
-    heights, unit, panels_ok = choose(Probe(n))
+    heights, unit = choose(Probe(n))
     if heights == (1,) and n >= 64:
         warnings.warn(
             f"this BLAS computes a row of a matrix product differently depending on the call's shape for every "
             f"tile menu fastsm tried (N = {n}); products run one row per call to stay deterministic (slow)",
             RuntimeWarning, stacklevel=2)
-    return TilePlan(np.array(heights, dtype=np.int64), int(unit), panel_width(n) if panels_ok else 0)
+    return TilePlan(np.array(heights, dtype=np.int64), int(unit), 0)
 
 
-def times(A: np.ndarray, M: np.ndarray, plan: TilePlan | None = None) -> np.ndarray:
-    """``A @ M`` for a square ``M``, each row computed independently of the other rows of ``A``.
+def tri(A: np.ndarray, M: np.ndarray, forward: bool, plan: TilePlan | None = None) -> np.ndarray:
+    """Each row ``x`` of ``A`` times a lower-triangular ``M``: ``M x`` (``forward``) or ``M^T x``.
 
+    Every row is computed independently of the other rows of ``A`` (the checked tiles of
+    :func:`~fastsm._kernels.gemm.tri_products`).  Only the lower triangle of ``M`` may be non-zero.
     Runs on the caller's Numba threads; call inside ``thread_limits``.
     """
     m, n = A.shape
     if M.shape != (n, n):
-        raise ValueError(f"times needs a square right factor with {n} rows, got {M.shape}")
+        raise ValueError(f"tri needs a square factor with {n} rows, got {M.shape}")
     plan = tile_plan(n) if plan is None else plan
     mp = padded_rows(m, plan)
-    Ap = np.zeros((mp, n))
-    Ap[:m] = A
-    out = np.empty((mp, n))
-    plan_products(Ap, m, np.ascontiguousarray(M), np.ascontiguousarray(M), 1, out, out, plan,
-                  numba.get_num_threads())
-    return out[:m]
+    work = np.zeros((2, mp, n))
+    work[0, :m] = A
+    M = np.ascontiguousarray(M)
+    tri_products(work, M, M, np.array([[0, 0, 1 if forward else 0, 1]], dtype=np.int64), m, plan,
+                 numba.get_num_threads())
+    return work[1, :m]

@@ -26,13 +26,12 @@ def problem():
 
 
 def _evaluate(model, X, Y, method, nthreads):
-    F, eta_x, xwx, _, _ = api._point_data(model, X, method)
-    M1, M2 = api._method_mats(model, method)
+    F, eta_x, _, _ = api._point_data(model, X, method)
     m = len(X)
     out = obj.Evaluations(np.empty(m), np.empty(Y.shape), np.empty(m), np.empty(m), np.zeros(m, dtype=np.int64))
     with thread_limits(2):
         plan = tile_plan(model.n_train)
-        obj.evaluate_rows(api._objective(model, method, M1, M2, 1.0), obj.Points(F, eta_x, xwx), np.arange(m), Y,
+        obj.evaluate_rows(api._objective(model, method, 1.0), obj.Points(F, eta_x), np.arange(m), Y,
                           out, obj.Products(obj.workspace(m, model.n_train, plan.heights[0]), plan, nthreads),
                           None, None)
     return out.value, out.grad
@@ -40,8 +39,8 @@ def _evaluate(model, X, Y, method, nthreads):
 
 @pytest.mark.determinism
 @pytest.mark.parametrize("method", ["kl", "ikl", "sm"])
-def test_full_width_and_panel_tilings_agree(method):
-    """nthreads only picks the tiling: 1 gives full-width tiles, 1000 column panels where the plan allows them."""
+def test_thread_count_hint_does_not_change_evaluations(method):
+    """``Products.nthreads`` (the caller's thread count) changes nothing: every product runs by the plan's panels."""
     Xtr, Xte, Ytr, _ = datasets.random_structured(1, n_train=700, n_test=60, dx=5, dy=8)
     model = tgp.fit(Xtr, Ytr, PARAMS)
     Y = tgp.predict(model, Xte, method="kl").y + 0.01

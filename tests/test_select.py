@@ -67,7 +67,7 @@ def test_with_alpha_equals_a_fit(data):
     ref = tgp.fit(X, Y, _params(0.7))
     np.testing.assert_allclose(m2.Kxy_inv, ref.Kxy_inv, rtol=0, atol=1e-10 * np.abs(ref.Kxy_inv).max())
     np.testing.assert_allclose(m2.logdet_xy, ref.logdet_xy, rtol=1e-12)
-    assert m2.Kx_inv is m.Kx_inv and m2.params.alpha == 0.7
+    assert m2.Wx is m.Wx and m2.G is m.G and m2.params.alpha == 0.7
 
 
 def test_progress_callback_and_weights(data):

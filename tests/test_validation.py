@@ -108,6 +108,6 @@ def test_bad_predict_arguments(model, data):
 def test_ikl_needs_c(data):
     Xtr, Xte, Ytr, _ = data
     m = tgp.fit(Xtr, Ytr, methods=("kl", "sm"))
-    assert m.C is None
+    assert m.G is None and m.C is None
     with pytest.raises(ValueError, match="ikl"):
         tgp.predict(m, Xte, method="ikl")

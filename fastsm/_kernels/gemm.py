@@ -33,14 +33,27 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import llvmlite.binding as llvm
 import numpy as np
 from numba import prange, types
 from numba.core.extending import intrinsic
+from numba.extending import get_cython_function_address
 from numba.np.linalg import ensure_blas
 
 from fastsm.config import kernel
 
 ensure_blas()
+# DTRMM, reached by name like Numba's own DGEMM binding so that kernels calling it stay cacheable:
+# the symbol is registered in this process before any kernel is compiled or loaded from the cache.
+llvm.add_symbol("fastsm_dtrmm", get_cython_function_address("scipy.linalg.cython_blas", "dtrmm"))
+_TRMM_SIG = types.void(
+    types.CPointer(types.int8), types.CPointer(types.int8), types.CPointer(types.int8), types.CPointer(types.int8),
+    types.CPointer(types.intc), types.CPointer(types.intc),               # m, n
+    types.CPointer(types.float64),                                        # alpha
+    types.CPointer(types.float64), types.CPointer(types.intc),            # a, lda
+    types.CPointer(types.float64), types.CPointer(types.intc),            # b, ldb
+)
+_dtrmm = types.ExternalFunction("fastsm_dtrmm", _TRMM_SIG)
 
 _XXGEMM_SIG = types.intc(
     types.char, types.char, types.char,                      # kind, transa, transb
@@ -55,6 +68,9 @@ _xxgemm = types.ExternalFunction("numba_xxgemm", _XXGEMM_SIG)
 
 _D = ord("d")
 _N = ord("N")
+_T = ord("T")
+_L = ord("L")
+_U = ord("U")
 
 
 class TilePlan(NamedTuple):
@@ -104,6 +120,35 @@ def gemm_tile(K, r0, h, M, c0, w, P, p0, scal):
             _ptr(P, p0 * ldp + c0), ldp)
 
 
+@kernel()
+def trmm_tile(X, r0, h, M, fwd, P, p0):
+    """``P[p0:p0+h] = X[r0:r0+h]`` times a lower-triangular ``M``: each row ``x`` becomes ``M x`` (``fwd``)
+    or ``M^T x``; one in-place DTRMM call on the copied rows.
+
+    In column-major terms the rows are the columns of ``B`` (``N × h``, leading dimension
+    ``N``) and ``M`` (C-ordered) is the upper-triangular ``M^T``: ``B := op(M^T) B``, with
+    ``op`` the transpose for ``fwd``.
+    """
+    n = M.shape[0]
+    ldp = P.shape[1]
+    for r in range(h):
+        for j in range(n):
+            P[p0 + r, j] = X[r0 + r, j]
+    flags = np.empty(4, dtype=np.int8)
+    flags[0] = _L
+    flags[1] = _U
+    flags[2] = _T if fwd else _N
+    flags[3] = _N
+    dims = np.empty(4, dtype=np.intc)
+    dims[0] = n
+    dims[1] = h
+    dims[2] = M.shape[1]
+    dims[3] = ldp
+    one = np.ones(1)
+    _dtrmm(_ptr(flags, 0), _ptr(flags, 1), _ptr(flags, 2), _ptr(flags, 3), _ptr(dims, 0), _ptr(dims, 1),
+           _ptr(one, 0), _ptr(M, 0), _ptr(dims, 2), _ptr(P, p0 * ldp), _ptr(dims, 3))
+
+
 #: Cost of one DGEMM call beyond its rows, in rows (packing the right factor's panel; measured
 #: 16-row tiles at ~half the rate of 256-row tiles on N = 1000-2000).
 CALL_OVERHEAD_ROWS = 12
@@ -111,11 +156,20 @@ CALL_OVERHEAD_ROWS = 12
 
 @kernel()
 def row_tiles(m, plan):
-    """``(starts, heights)`` of the tiles covering ``m`` rows, padded rows included.
+    """``(starts, heights)`` of the tiles covering ``m`` rows, padded rows included (:func:`capped_tiles`
+    with every height of the plan)."""
+    return capped_tiles(m, plan, plan.heights[0])
 
-    The cheapest cover of at least ``m`` rows by the plan's heights with
+
+@kernel()
+def capped_tiles(m, plan, cap):
+    """``(starts, heights)`` of the tiles covering ``m`` rows with heights of at most ``cap`` (at least the
+    plan's smallest height), padded rows included.
+
+    The cheapest cover of at least ``m`` rows by those heights with
     cost ``sum(h + CALL_OVERHEAD_ROWS)`` (a small dynamic programme over row
-    counts, a function of ``m`` and the plan only), largest tiles first.
+    counts, a function of ``m``, ``cap`` and the plan only), largest tiles first.  Every
+    height of the plan computes a row with the same bits, so the cover changes no result.
     """
     hs = plan.heights
     top = hs[0]
@@ -125,7 +179,7 @@ def row_tiles(m, plan):
     cost[0] = 0.0
     for r in range(1, limit + 1):  # cost[r]: cheapest cover of exactly r rows
         for h in hs:
-            if h <= r and cost[r - h] + h + CALL_OVERHEAD_ROWS < cost[r]:
+            if (h <= cap or h == hs[-1]) and h <= r and cost[r - h] + h + CALL_OVERHEAD_ROWS < cost[r]:
                 cost[r] = cost[r - h] + h + CALL_OVERHEAD_ROWS
                 pick[r] = h
     best = m
@@ -222,3 +276,47 @@ def probe_calls(A, M, jobs, width, P):
             for j in range(npan):
                 c0 = j * width
                 gemm_tile(A, r0, h, M, c0, min(n, c0 + width) - c0, P, out0, scal)
+
+
+@kernel(parallel=True)
+def tri_products(work, M0, M1, ops, m, plan, nthreads):
+    """Products of row buffers with lower-triangular factors, by the plan's row tiles (:func:`trmm_tile`).
+
+    ``work`` is a stack of row buffers, ``M0`` and ``M1`` ``N × N`` lower-triangular factors and
+    ``ops`` one row ``(source, factor, fwd, target)`` per product:
+    ``work[target, :mp] = work[source, :mp] @ Op`` with ``Op = M^T`` (``fwd``: each row ``x``
+    becomes ``M x``) or ``M`` (``x`` becomes ``M^T x``), ``M`` being ``M0`` (factor 0) or ``M1``.
+    The products of one call are independent (no target is another's source).  The rows past
+    ``m`` up to the tile cover (``mp``, :func:`padded_rows`) are zeroed in every source here.
+    Every row is computed by a call shape of the plan, so its result depends on its own data,
+    ``N`` and the plan only.  One task per tile and product; the tiles are at most
+    ``m / (nthreads / products)`` rows high, so that ``nthreads`` threads have work (the cover
+    changes no result).
+    """
+    n = work.shape[2]
+    nprod = ops.shape[0]
+    groups = max(1, nthreads // nprod)
+    starts, heights = capped_tiles(m, plan, (m + groups - 1) // groups)
+    nt = starts.shape[0]
+    mp = starts[nt - 1] + heights[nt - 1] if nt > 0 else 0
+    for g in range(nprod):
+        for r in range(m, mp):
+            for j in range(n):
+                work[ops[g, 0], r, j] = 0.0
+    for task in prange(nprod * nt):
+        g = task // nt
+        i = task - g * nt
+        if ops[g, 1] == 0:
+            trmm_tile(work[ops[g, 0]], starts[i], heights[i], M0, ops[g, 2] == 1, work[ops[g, 3]], starts[i])
+        else:
+            trmm_tile(work[ops[g, 0]], starts[i], heights[i], M1, ops[g, 2] == 1, work[ops[g, 3]], starts[i])
+
+
+@kernel(parallel=True)
+def probe_tri(A, M, jobs, P):
+    """The probe of :func:`fastsm._products.tile_plan`: job ``(r0, h, fwd, out0)`` computes rows
+    ``A[r0:r0+h]`` times the lower-triangular ``M`` (``fwd``: ``M x``, else ``M^T x``) into
+    ``P[out0:out0+h]`` by one :func:`trmm_tile` call, as :func:`tri_products` does."""
+    for t in prange(jobs.shape[0]):
+        r0, h, fwd, out0 = jobs[t, 0], jobs[t, 1], jobs[t, 2], jobs[t, 3]
+        trmm_tile(A, r0, h, M, fwd == 1, P, out0)

@@ -1,20 +1,28 @@
-"""TGP prediction objectives: value and gradient per test point (MATH §3).
+"""TGP prediction objectives: value and gradient per test point (MATH §3), from factors.
 
-Per evaluation only ``K_Y^-1 k_y`` and one second product (``K_XY^-1 k_y``
-for SMTGP, ``C k_y`` with ``C = K_Y^-1 K_X K_Y^-1`` for IKLTGP) depend on
-``y``.  :func:`evaluate_rows` computes them for a whole batch of points as
-GEMM tiles (BLAS-3); everything else per point is O(N·dy).
+A model holds inverse Cholesky factors ``W = L^-1`` (``K = L L^T``, lower triangular): every
+Schur complement is ``eta = k(z,z) - ||W k||^2``, a sum of squares of a backward-stable product,
+and ``K^-1 k = W^T (W k)`` (docs/accuracy.md; with explicit inverses ``eta`` lost
+``cond(K) eps / eta``: 3e-6 relative on Toy 1).  Per evaluation only products with ``y``'s
+kernel row ``k`` are new; :func:`evaluate_rows` computes them for a whole batch of points as
+GEMM tiles with the triangular factors (BLAS-3, :func:`~fastsm._kernels.gemm.tri_products`),
+in stages with O(N) per-row work between them:
 
-Per-point fixed data (depends on ``x`` only), one row per point in ``F``:
+========  ===========================================  ==========================================
+method    stages (``fwd``: ``x -> W x``; ``bwd``: ``x -> W^T x``)  per-point ``F`` row (depends on ``x``)
+========  ===========================================  ==========================================
+KL        ``z = W_Y k``; ``u_y = W_Y^T z``               ``u_x = K_X^-1 k_x``
+SM        ``z = W_Y k``, ``z_xy = (1-a) g + a W_XY k``;   ``g = W_XY k_x``
+          ``u_y = W_Y^T z``, ``u_xy = W_XY^T z_xy``
+IKL       ``z = W_Y k``; ``t = G^T z``; ``s = G t``;      ``g = W_Y k_x``
+          ``W_Y^T (-2 g + 2 s - 2 (log(eta_y/eta_x) + 1) z)``
+SM_CUBIC  O(N^3) reference form                        ``k_x``
+========  ===========================================  ==========================================
 
-========  =====================  =========================================
-method    ``F`` row              scalars
-========  =====================  =========================================
-KL        ``u_x = K_X^-1 k_x``   ``eta_x``
-IKL       ``v_x = K_Y^-1 k_x``   ``eta_x``
-SM        ``w_x = K_XY^-1 k_x``  ``eta_x``, ``xwx = k_x^T w_x``
-SM_CUBIC  ``k_x``                ``eta_x`` (``cubic = K_X^-1``)
-========  =====================  =========================================
+with ``G = W_Y L_X``: IKLTGP's ``u_y^T K_X u_y = ||t||^2`` and ``k_x^T u_y = g . z``.  Every
+method also has ``eta_x`` per point.  The flops per row equal those of the explicit-inverse
+products they replace (two triangular products cost one full one), plus the zeros of each
+panel's diagonal block.
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import prange
 
-from fastsm._kernels.gemm import plan_products
+from fastsm._kernels.gemm import tri_products
 from fastsm._kernels.rank_one import bordered_inverse
 from fastsm._kernels.rbf import contract_jacobian, kernel_row
 from fastsm.config import kernel
@@ -33,6 +41,9 @@ KL = 0
 IKL = 1
 SM = 2
 SM_CUBIC = 3
+
+#: Row buffers of :func:`workspace`: kernel rows, two forward and two backward products.
+_K, _Z1, _Z2, _R1, _R2 = 0, 1, 2, 3, 4
 
 
 class Objective(NamedTuple):
@@ -46,8 +57,8 @@ class Objective(NamedTuple):
     alpha: float
     beta: float  # SM degree; 1.0 is the beta-free form the optimiser minimises
     floor: float  # floor of eta_y and eta_xy (hits are counted)
-    M1: np.ndarray  # K_Y^-1
-    M2: np.ndarray  # C (IKL), K_XY^-1 (SM), K_Y^-1 (KL, unused), K_Y^-1 (SM_CUBIC)
+    W1: np.ndarray  # W_Y = L_Y^-1 (lower triangular)
+    W2: np.ndarray  # W_XY (SM), G = W_Y L_X (IKL), W_Y (KL, SM_CUBIC)
     logdet_y: float  # log |K_Y| (SM_CUBIC only)
     logdet_x: float  # log |K_X| (SM_CUBIC only)
 
@@ -57,7 +68,6 @@ class Points(NamedTuple):
 
     F: np.ndarray
     eta_x: np.ndarray
-    xwx: np.ndarray
 
 
 class Evaluations(NamedTuple):
@@ -71,9 +81,9 @@ class Evaluations(NamedTuple):
 
 
 class Products(NamedTuple):
-    """How the two N×N products of a round run: scratch, tiles, threads."""
+    """How the products of a round run: scratch, tiles, threads."""
 
-    work: np.ndarray  # :func:`workspace`: kernel rows and the two products
+    work: np.ndarray  # :func:`workspace`: kernel rows and the products
     plan: object  # :class:`fastsm._kernels.gemm.TilePlan`, checked for this process's BLAS and N
     nthreads: int  # the caller's Numba thread count (a kernel reading it would be uncacheable)
 
@@ -87,54 +97,40 @@ def _dot(a, b, n, off):
 
 
 @kernel()
-def point_value_grad(obj, y, k, P1, P2, pts, p, grad):
-    """Objective and gradient of test point ``p`` at ``y`` from its precomputed products.
+def _sumsq(a):
+    s = 0.0
+    for j in range(a.shape[0]):
+        s += a[j] * a[j]
+    return s
 
-    ``k = k_Y(y, Z)``, ``P1 = K_Y^-1 k``; ``P2`` is ``C k`` (IKL) or
-    ``K_XY^-1 k`` (SM).  Returns ``(value, eta_y, eta_xy, floor_hits)``;
-    ``grad`` is filled.  ``eta_xy`` is NaN for KL and IKL.
+
+@kernel()
+def project_out(z, W, h):
+    """``z <- z - w (w . z) / (w . w)`` with ``w = W[:, h]``: ``W`` restricted to the model without
+    training point ``h`` (exact leave-one-out).
+
+    With ``A = K^-1 = W^T W`` the inverse of ``K`` without row and column ``h`` is
+    ``A - a_h a_h^T / A_hh`` (entry ``h`` dropped), and ``a_h = W^T w``, ``A_hh = ||w||^2``; so
+    ``K_{-h}^-1 k = W^T P W k`` and ``k^T K_{-h}^-1 k = ||P W k||^2`` with the projector ``P``
+    onto the complement of ``w`` (for ``k`` with ``k_h = 0``).  ``w`` is zero above row ``h``.
+    O(N - h).
     """
-    method, Z, gamma, kyy, kxx, alpha, beta, floor = (obj.method, obj.Z, obj.gamma, obj.kyy, obj.kxx, obj.alpha,
-                                                       obj.beta, obj.floor)
-    F, eta_x, xwx = pts.F[p], pts.eta_x[p], pts.xwx[p]
-    n = k.shape[0]
-    hits = 0
-    eta_y = kyy - _dot(k, P1, n, 0)
-    if not eta_y > floor:
-        eta_y = floor
-        hits += 1
-    kF = _dot(k, F, n, 0)
-    eta_xy = np.nan
-    if method == KL:
-        # [SM] Eq. 5; gradient -2 (u_x - eta_x/eta_y u_y)^T J (MATH §3, Eq. 6 corrected)
-        value = kyy - 2.0 * kF - eta_x * np.log(eta_y)
-        contract_jacobian(y, Z, k, gamma, (-2.0, 2.0 * eta_x / eta_y, 0.0), (F, P1, P1), False, grad)
-    elif method == IKL:
-        # [SM] Eq. 7/8 with v_x = K_Y^-1 k_x and C k_y precomputed
-        kP2 = _dot(k, P2, n, 0)
-        ly = np.log(eta_y) - np.log(eta_x)
-        value = -2.0 * kF + kP2 + eta_y * ly
-        contract_jacobian(y, Z, k, gamma, (-2.0, -2.0 * (ly + 1.0), 2.0), (F, P1, P2), True, grad)
-    else:
-        # [SM] Eq. 16/17 in log space: s = a log eta_y - log eta_xy
-        a = alpha
-        kP2 = _dot(k, P2, n, 0)
-        q = (1.0 - a) * (1.0 - a) * xwx + 2.0 * a * (1.0 - a) * kF + a * a * kP2
-        eta_xy = (1.0 - a) * kxx + a * kyy - q
-        if not eta_xy > floor:
-            eta_xy = floor
-            hits += 1
-        s = a * np.log(eta_y) - np.log(eta_xy)
-        if beta == 1.0:
-            value = -s / (2.0 * (1.0 - a))
-            dlds = -1.0 / (2.0 * (1.0 - a))
-        else:
-            c = (1.0 - beta) / (2.0 * (1.0 - a))
-            value = np.exp(c * s) / (beta - 1.0)
-            dlds = c * value
-        coefs = (dlds * 2.0 * a * (1.0 - a) / eta_xy, dlds * (-2.0 * a / eta_y), dlds * 2.0 * a * a / eta_xy)
-        contract_jacobian(y, Z, k, gamma, coefs, (F, P1, P2), True, grad)
-    return value, eta_y, eta_xy, hits
+    n = W.shape[0]
+    ww = 0.0
+    wz = 0.0
+    for j in range(h, n):
+        ww += W[j, h] * W[j, h]
+        wz += W[j, h] * z[j]
+    c = wz / ww
+    for j in range(h, n):
+        z[j] -= c * W[j, h]
+
+
+@kernel(parallel=True)
+def project_rows(A, W, held):
+    """:func:`project_out` of every row ``A[r]`` for its left-out training point ``held[r]``."""
+    for r in prange(A.shape[0]):
+        project_out(A[r], W, held[r])
 
 
 @kernel()
@@ -179,7 +175,7 @@ def _cholesky_solve(L, b):
 
 
 @kernel()
-def sm_cubic_point(obj, ky, kx, Kxinv):
+def sm_cubic_point(obj, ky, kx, Kxinv, Kyinv):
     """SM divergence ``D(p_X : p_Y)`` by the Nielsen–Nock form, O(N^3).
 
     ``[SM] Eq. 9`` with the inverse restored (MATH §3)::
@@ -192,7 +188,7 @@ def sm_cubic_point(obj, ky, kx, Kxinv):
     quadratic form (Eq. 16) has the same argmin at O(N^2) per evaluation.
     ``log rho^2`` is NaN if ``M`` is not numerically positive definite.
     """
-    Kyinv, logdet_y, logdet_x, kyy, kxx = obj.M1, obj.logdet_y, obj.logdet_x, obj.kyy, obj.kxx
+    logdet_y, logdet_x, kyy, kxx = obj.logdet_y, obj.logdet_x, obj.kyy, obj.kxx
     a = obj.alpha
     n = Kyinv.shape[0]
     Sp_inv, eta_x = bordered_inverse(Kxinv, kx, kxx)
@@ -222,8 +218,18 @@ def sm_cubic_point(obj, ky, kx, Kxinv):
 @kernel()
 def workspace(m, n, top):
     """Scratch for :func:`evaluate_rows` of up to ``m`` rows (plus padding below ``top``, the plan's
-    largest tile): kernel rows, two products."""
-    return np.empty((3, m + top, n))
+    largest tile): kernel rows and four product buffers."""
+    return np.empty((5, m + top, n))
+
+
+@kernel()
+def _ops(rows):
+    """The ``(source, factor, fwd, target)`` table of one stage of :func:`evaluate_rows`."""
+    out = np.empty((len(rows), 4), dtype=np.int64)
+    for i in range(len(rows)):
+        for c in range(4):
+            out[i, c] = rows[i][c]
+    return out
 
 
 @kernel(parallel=True)
@@ -233,72 +239,154 @@ def evaluate_rows(obj, pts, idx, Yt, out, prod, cubic, held):
     Row ``r`` of ``out`` (:class:`Evaluations`) belongs to trial point
     ``Yt[r]`` of test point ``idx[r]`` (whose fixed data is row ``idx[r]`` of
     ``pts``, :class:`Points`).  ``obj`` is the :class:`Objective`, with the
-    method's precomputed ``N×N`` matrices ``M1``/``M2``; ``prod``
-    (:class:`Products`) holds a :func:`workspace` of at least ``len(idx)``
-    rows for ``prod.plan.heights[0]``, the plan and the thread count.
+    method's two lower-triangular factors; ``prod`` (:class:`Products`)
+    holds a :func:`workspace` of at least ``len(idx)`` rows for
+    ``prod.plan.heights[0]``, the plan and the thread count.
 
-    Three parallel loops: kernel rows (one task per row); the products
-    ``K M1`` and ``K M2`` by the tiles of ``plan``
-    (:func:`~fastsm._kernels.gemm.plan_products`: call shapes from a menu
-    that depends on ``N`` only, checked on this process's BLAS to give every
-    row the same arithmetic wherever it sits); then the O(N·dy) per-point
-    work.  The tiles' padding rows are zero rows (set by ``plan_products``).  A row's
-    result therefore depends on nothing but its own data: not on the other
-    rows of the call, their number, the thread count or ``nthreads``, which
-    only chooses between full-width tiles and column panels.
+    Parallel loops: kernel rows (one task per row); the products of each stage (module
+    docstring) by the tiles and panels of ``plan``
+    (:func:`~fastsm._kernels.gemm.tri_products`: call shapes from a menu that depends on ``N``
+    only, checked on this process's BLAS to give every row the same arithmetic wherever it
+    sits); the O(N) per-row work between stages; then the O(N·dy) value and gradient.  The
+    tiles' padding rows are zero rows.  A row's result therefore depends on nothing but its own
+    data: not on the other rows of the call, their number or the thread count.
 
-    ``cubic`` is ``None``, or ``K_X^-1`` for the O(N^3) reference form
+    ``cubic`` is ``None``, or ``(K_X^-1, K_Y^-1)`` for the O(N^3) reference form
     (``method == SM_CUBIC``).  Being ``None`` at compile time removes that
     branch (Numba prunes ``is None`` tests on arguments), so the fast path
     does not pay its compile time.
 
     ``held`` is ``None``, or (leave-one-out) the index ``held[idx[r]]`` of
     the training point left out of point ``idx[r]``'s model (``-1``: none).
-    Its kernel entry is zeroed and the products are downdated to the
-    inverses of the ``N-1`` remaining points (:func:`downdate_products`).
-
-    ``prod.nthreads``: the caller's Numba thread count (``numba.get_num_threads()``
-    inside a kernel would make it uncacheable).
+    Its kernel entry is zeroed and every forward product is projected onto the model of the
+    ``N-1`` remaining points (:func:`project_out`) before the backward products.
     """
     m = idx.shape[0]
     Zt = np.ascontiguousarray(obj.Z.T)
-    work = prod.work  # a parfor takes arrays and flat tuples, not the TilePlan inside prod
-    Kbuf = work[0]
-    P1 = work[1]
-    P2 = work[2]
+    work = prod.work
     for r in prange(m):
-        # P1's and P2's rows are free until the products land: scratch of the exponential
-        kernel_row(Yt[r], Zt, obj.gamma, Kbuf[r], P1[r], P2[r])
+        # the product buffers' rows are free until the products land: scratch of the exponential
+        kernel_row(Yt[r], Zt, obj.gamma, work[_K, r], work[_R1, r], work[_R2, r])
         if held is not None:
             if held[idx[r]] >= 0:
-                Kbuf[r, held[idx[r]]] = 0.0
+                work[_K, r, held[idx[r]]] = 0.0
     if cubic is not None:
         for r in prange(m):
-            _cubic_row(obj, pts, r, idx, Yt, Kbuf, cubic, out)
+            _cubic_row(obj, pts, r, idx, Yt, work[_K], cubic, out)
         return
-    plan_products(Kbuf, m, obj.M1, obj.M2, 1 if obj.method == KL else 2, P1, P2, prod.plan, prod.nthreads)
+    W1, W2 = obj.W1, obj.W2
+    if obj.method == KL:
+        tri_products(work, W1, W2, _ops(((_K, 0, 1, _Z1),)), m, prod.plan, prod.nthreads)
+    elif obj.method == SM:
+        tri_products(work, W1, W2, _ops(((_K, 0, 1, _Z1), (_K, 1, 1, _Z2))), m, prod.plan, prod.nthreads)
+    else:
+        tri_products(work, W1, W2, _ops(((_K, 0, 1, _Z1),)), m, prod.plan, prod.nthreads)
+    for r in prange(m):
+        _middle(obj, pts, r, idx, work, out, held)
+    if obj.method == KL:
+        tri_products(work, W1, W2, _ops(((_Z1, 0, 0, _R1),)), m, prod.plan, prod.nthreads)
+    elif obj.method == SM:
+        tri_products(work, W1, W2, _ops(((_Z1, 0, 0, _R1), (_Z2, 1, 0, _R2))), m, prod.plan, prod.nthreads)
+    else:
+        tri_products(work, W1, W2, _ops(((_Z1, 1, 0, _Z2),)), m, prod.plan, prod.nthreads)  # t = G^T z
+        tri_products(work, W1, W2, _ops(((_Z2, 1, 1, _R1),)), m, prod.plan, prod.nthreads)  # s = G t
+        for r in prange(m):
+            _ikl_direction(obj, pts, r, idx, work, out, held)
+        tri_products(work, W1, W2, _ops(((_R1, 0, 0, _R2),)), m, prod.plan, prod.nthreads)  # W_Y^T q
     for r in prange(m):
         _row_value_grad(obj, pts, r, idx, Yt, work, out, held)
 
 
 @kernel()
-def _row_value_grad(obj, pts, r, idx, Yt, work, out, held):
-    Kbuf, P1, P2 = work[0], work[1], work[2]
-    Q2 = P1[r] if obj.method == KL else P2[r]
-    p = idx[r]
-    if held is not None:
-        if held[p] >= 0:
-            downdate_products(obj.method, Kbuf[r], P1[r], Q2, obj.M1, obj.M2, held[p])
-    v, ey, exy, h = point_value_grad(obj, Yt[r], Kbuf[r], P1[r], Q2, pts, p, out.grad[r])
-    out.value[r] = v
-    out.eta_y[r] = ey
-    out.eta_xy[r] = exy
-    out.hits[r] = h
+def _floored(e, floor):
+    if not e > floor:
+        return floor, 1
+    return e, 0
 
 
 @kernel()
-def _cubic_row(obj, pts, r, idx, Yt, Kbuf, Kxinv, out):
-    v, ey = _cubic_value_grad(obj, Yt[r], Kbuf[r], pts.F[idx[r]], Kxinv, out.grad[r])
+def _middle(obj, pts, r, idx, work, out, held):
+    """Between the forward and the backward products: leave-one-out projections, ``z_xy``, the etas."""
+    p = idx[r]
+    z = work[_Z1, r]
+    h = -1
+    if held is not None:
+        h = held[p]
+    if h >= 0:
+        project_out(z, obj.W1, h)
+    eta_y, hits = _floored(obj.kyy - _sumsq(z), obj.floor)
+    eta_xy = np.nan
+    if obj.method == SM:
+        a = obj.alpha
+        g = pts.F[p]
+        zxy = work[_Z2, r]
+        for j in range(zxy.shape[0]):
+            zxy[j] = (1.0 - a) * g[j] + a * zxy[j]
+        if h >= 0:
+            project_out(zxy, obj.W2, h)
+        eta_xy, hit2 = _floored((1.0 - a) * obj.kxx + a * obj.kyy - _sumsq(zxy), obj.floor)
+        hits += hit2
+    out.eta_y[r] = eta_y
+    out.eta_xy[r] = eta_xy
+    out.hits[r] = hits
+
+
+@kernel()
+def _ikl_direction(obj, pts, r, idx, work, out, held):
+    """IKLTGP between ``s = G t`` and the last product: ``q = -2 g + 2 P s - 2 (log(eta_y / eta_x) + 1) z``."""
+    p = idx[r]
+    s = work[_R1, r]
+    if held is not None:
+        if held[p] >= 0:
+            project_out(s, obj.W1, held[p])
+    g = pts.F[p]
+    z = work[_Z1, r]
+    c = -2.0 * (np.log(out.eta_y[r]) - np.log(pts.eta_x[p]) + 1.0)
+    for j in range(s.shape[0]):
+        s[j] = -2.0 * g[j] + 2.0 * s[j] + c * z[j]
+
+
+@kernel()
+def _row_value_grad(obj, pts, r, idx, Yt, work, out, held):
+    p = idx[r]
+    k = work[_K, r]
+    n = k.shape[0]
+    y = Yt[r]
+    grad = out.grad[r]
+    eta_y = out.eta_y[r]
+    eta_x = pts.eta_x[p]
+    method, Z, gamma = obj.method, obj.Z, obj.gamma
+    if method == KL:
+        # [SM] Eq. 5; gradient -2 (u_x - eta_x/eta_y u_y)^T J (MATH §3, Eq. 6 corrected)
+        value = obj.kyy - 2.0 * _dot(k, pts.F[p], n, 0) - eta_x * np.log(eta_y)
+        contract_jacobian(y, Z, k, gamma, (-2.0, 2.0 * eta_x / eta_y, 0.0), (pts.F[p], work[_R1, r], work[_R1, r]),
+                          False, grad)
+    elif method == IKL:
+        # [SM] Eq. 7/8: -2 k_x^T u_y + u_y^T K_X u_y + eta_y (log eta_y - log eta_x)
+        value = -2.0 * _dot(pts.F[p], work[_Z1, r], n, 0) + _sumsq(work[_Z2, r]) + eta_y * (
+            np.log(eta_y) - np.log(eta_x))
+        q = work[_R2, r]
+        contract_jacobian(y, Z, k, gamma, (1.0, 0.0, 0.0), (q, q, q), False, grad)
+    else:
+        # [SM] Eq. 16/17 in log space: s = a log eta_y - log eta_xy
+        a, beta, eta_xy = obj.alpha, obj.beta, out.eta_xy[r]
+        s = a * np.log(eta_y) - np.log(eta_xy)
+        if beta == 1.0:
+            value = -s / (2.0 * (1.0 - a))
+            dlds = -1.0 / (2.0 * (1.0 - a))
+        else:
+            c = (1.0 - beta) / (2.0 * (1.0 - a))
+            value = np.exp(c * s) / (beta - 1.0)
+            dlds = c * value
+        # ds/dy = (-2 a u_y / eta_y + 2 a u_xy / eta_xy)^T J
+        contract_jacobian(y, Z, k, gamma, (dlds * (-2.0 * a / eta_y), dlds * 2.0 * a / eta_xy, 0.0),
+                          (work[_R1, r], work[_R2, r], work[_R2, r]), False, grad)
+    out.value[r] = value
+
+
+@kernel()
+def _cubic_row(obj, pts, r, idx, Yt, Kbuf, cubic, out):
+    v, ey = _cubic_value_grad(obj, Yt[r], Kbuf[r], pts.F[idx[r]], cubic, out.grad[r])
     out.value[r] = v
     out.eta_y[r] = ey
     out.eta_xy[r] = np.nan
@@ -306,38 +394,8 @@ def _cubic_row(obj, pts, r, idx, Yt, Kbuf, Kxinv, out):
 
 
 @kernel()
-def downdate_products(method, k, P1, P2, M1, M2, h):
-    """Products of ``k`` with the inverses of the model without training point ``h`` (exact LOO).
-
-    On entry ``k[h] = 0`` and ``P1 = M1 k``, ``P2 = M2 k`` with the full
-    model's ``M1 = K_Y^-1`` and ``M2`` (``K_XY^-1`` for SM, ``C`` for IKL;
-    for KL ``P2`` is ``P1``).  With ``A = K^-1``, the inverse of ``K``
-    without row and column ``h`` is ``A - a_h a_h^T / A_hh`` (entry ``h``
-    ignored), so ``K_{-h}^-1 k = A k - a_h (A k)_h / A_hh``; for IKL,
-    ``C_{-h} = D K_X D`` with ``D = B - b_h b_h^T / B_hh`` gives
-    ``C_{-h} k = C k - c_h (B k)_h / B_hh - b_h ((C k)_h - C_hh (B k)_h / B_hh) / B_hh``.
-    O(N) per row; entry ``h`` of both products is set to zero.
-    """
-    n = k.shape[0]
-    c1 = P1[h] / M1[h, h]
-    if method == IKL:
-        t = (P2[h] - M2[h, h] * c1) / M1[h, h]
-        for j in range(n):
-            P2[j] -= M2[h, j] * c1 + M1[h, j] * t
-        P2[h] = 0.0
-    elif method != KL:
-        c2 = P2[h] / M2[h, h]
-        for j in range(n):
-            P2[j] -= M2[h, j] * c2
-        P2[h] = 0.0
-    for j in range(n):
-        P1[j] -= M1[h, j] * c1
-    P1[h] = 0.0
-
-
-@kernel()
-def _cubic_value_grad(obj, y, ky, kx, Kxinv, grad):
-    log_rho2, col, eta_y = sm_cubic_point(obj, ky, kx, Kxinv)
+def _cubic_value_grad(obj, y, ky, kx, cubic, grad):
+    log_rho2, col, eta_y = sm_cubic_point(obj, ky, kx, cubic[0], cubic[1])
     a, beta, Z, gamma = obj.alpha, obj.beta, obj.Z, obj.gamma
     if beta == 1.0:
         value = -log_rho2 / (2.0 * (1.0 - a))

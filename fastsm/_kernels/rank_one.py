@@ -93,3 +93,24 @@ def row_dots(A, B, out):
         for j in range(n):
             s += A[p, j] * B[p, j]
         out[p] = s
+
+
+@kernel(parallel=True)
+def sumsq_rows(Zrows, kzz, floor, eta):
+    """``eta_p = kzz - ||z_p||^2`` for each row ``p`` (``z_p = W k_p``), floored; returns hits.
+
+    The Schur complement from a factor (docs/accuracy.md): a sum of squares, each row summed in
+    one fixed order.
+    """
+    m, n = Zrows.shape
+    hits = np.zeros(m, dtype=np.int64)
+    for p in prange(m):
+        s = 0.0
+        for j in range(n):
+            s += Zrows[p, j] * Zrows[p, j]
+        e = kzz - s
+        if not e > floor:
+            e = floor
+            hits[p] = 1
+        eta[p] = e
+    return hits.sum()

@@ -1,7 +1,7 @@
 """Plain NumPy/SciPy twin of :mod:`fastsm.tgp` — the drop-in baseline.
 
 Written the way a user would today: kernel matrices from
-``scipy.spatial.distance.cdist``, explicit ``numpy.linalg.inv``, one
+``scipy.spatial.distance.cdist``, ``scipy.linalg.cholesky`` and triangular inverses, one
 ``scipy.optimize.minimize`` call per test point with per-point matrix–vector
 products (BLAS-2).  Same signatures and semantics as :mod:`fastsm.tgp`;
 ``threads`` and ``batch_size`` are accepted and ignored.
@@ -10,6 +10,7 @@ products (BLAS-2).  Same signatures and semantics as :mod:`fastsm.tgp`;
 from __future__ import annotations
 
 import numpy as np
+from scipy.linalg import cholesky, solve_triangular
 from scipy.optimize import BFGS, minimize
 from scipy.spatial.distance import cdist
 
@@ -26,7 +27,7 @@ def _rbf(A, B, gamma):
 
 def fit(X, Y, params: TGPParams | None = None, *, methods=("kl", "ikl", "sm"), threads=None,
         sample_weight=None) -> TGPModel:
-    """Twin of :func:`fastsm.tgp.fit` (``numpy.linalg.inv`` and ``slogdet``; noise ``lambda / w_i``)."""
+    """Twin of :func:`fastsm.tgp.fit` (``scipy.linalg.cholesky``, ``W = L^-1``; noise ``lambda / w_i``)."""
     p = TGPParams() if params is None else params
     X = np.atleast_2d(np.asarray(X, dtype=float).T).T if np.ndim(X) == 1 else np.asarray(X, dtype=float)
     Y = np.atleast_2d(np.asarray(Y, dtype=float).T).T if np.ndim(Y) == 1 else np.asarray(Y, dtype=float)
@@ -39,43 +40,57 @@ def fit(X, Y, params: TGPParams | None = None, *, methods=("kl", "ikl", "sm"), t
     Kx = _rbf(X, X, p.gamma_x) + p.lambda_x * noise
     Ky = _rbf(Y, Y, p.gamma_y) + p.lambda_y * noise
     Kxy = (1 - p.alpha) * Kx + p.alpha * Ky
-    Kx_inv, Ky_inv, Kxy_inv = np.linalg.inv(Kx), np.linalg.inv(Ky), np.linalg.inv(Kxy)
-    C = Ky_inv @ Kx @ Ky_inv if "ikl" in methods else None
+    Lx, Ly, Lxy = cholesky(Kx, lower=True), cholesky(Ky, lower=True), cholesky(Kxy, lower=True)
+    eye = np.eye(len(X))
+    Wx, Wy, Wxy = (solve_triangular(L, eye, lower=True) for L in (Lx, Ly, Lxy))
+    G = Wy @ Lx if "ikl" in methods else None
     spread = float(np.sqrt(np.sum(np.var(Y, axis=0)))) or 1.0
-    parts = dict(Kx_inv=Kx_inv, Ky_inv=Ky_inv, Kxy_inv=Kxy_inv, C=C, logdet_x=np.linalg.slogdet(Kx)[1],
+    parts = dict(Wx=Wx, Wy=Wy, Wxy=Wxy, G=G, logdet_x=np.linalg.slogdet(Kx)[1],
                  logdet_y=np.linalg.slogdet(Ky)[1], logdet_xy=np.linalg.slogdet(Kxy)[1], y_spread=spread,
                  ridge_coef=ridge(X, Y, w))
     return TGPModel._from_parts(X, Y, p, tuple(methods), parts, w)
 
 
+def _gram(model: TGPModel, Z: np.ndarray, gamma: float, lam: float) -> np.ndarray:
+    w = model.sample_weight
+    return _rbf(Z, Z, gamma) + lam * (np.eye(len(Z)) if w is None else np.diag(1.0 / w))
+
+
 def _point_objective(model: TGPModel, x: np.ndarray, method: str, beta: float | None = None):
-    """``f(y) -> (value, gradient)`` for one test input, NumPy matvecs (``beta`` overrides the model's)."""
+    """``f(y) -> (value, gradient)`` for one test input, NumPy matvecs (``beta`` overrides the model's).
+
+    Every ``k^T K^-1 k`` is ``||W k||^2`` and every ``K^-1 k`` is ``W^T (W k)`` (docs/accuracy.md).
+    """
     p = model.params
     a, b = p.alpha, (p.beta if beta is None else beta)
     kyy, kxx = 1.0 + p.lambda_y, 1.0 + p.lambda_x
+    Wx, Wy, Wxy = model.Wx, model.Wy, model.Wxy
     kx = _rbf(x[None, :], model.X, p.gamma_x)[0]
-    ux = model.Kx_inv @ kx
-    eta_x = kxx - kx @ ux
-    vx = model.Ky_inv @ kx
+    hx = Wx @ kx
+    ux = Wx.T @ hx
+    eta_x = kxx - hx @ hx
+    gx = Wy @ kx
 
     def f(y):
         diff = y[None, :] - model.Y
         ky = np.exp(-p.gamma_y * np.sum(diff**2, axis=1))
         J = -2.0 * p.gamma_y * diff * ky[:, None]  # MATH §1
-        uy = model.Ky_inv @ ky
-        eta_y = kyy - ky @ uy
+        zy = Wy @ ky
+        uy = Wy.T @ zy
+        eta_y = kyy - zy @ zy
         if method == "kl":
             val = kyy - 2 * ky @ ux - eta_x * np.log(eta_y)
             g = -2 * (ux - eta_x / eta_y * uy) @ J
         elif method == "ikl":
-            Cky = model.C @ ky
+            t = model.G.T @ zy  # u_y^T K_X u_y = ||t||^2
             ly = np.log(eta_y) - np.log(eta_x)
-            val = -2 * kx @ uy + ky @ Cky + eta_y * ly
-            g = (-2 * vx + 2 * Cky - 2 * (ly + 1) * uy) @ J
+            val = -2 * gx @ zy + t @ t + eta_y * ly
+            g = (Wy.T @ (-2 * gx + 2 * model.G @ t - 2 * (ly + 1) * zy)) @ J
         elif method == "sm":
             kxy = (1 - a) * kx + a * ky
-            wxy = model.Kxy_inv @ kxy
-            eta_xy = (1 - a) * kxx + a * kyy - kxy @ wxy
+            zxy = Wxy @ kxy
+            wxy = Wxy.T @ zxy
+            eta_xy = (1 - a) * kxx + a * kyy - zxy @ zxy
             s = a * np.log(eta_y) - np.log(eta_xy)
             ds = a * (-2 * uy @ J) / eta_y + 2 * a * (wxy @ J) / eta_xy
             if b == 1.0:
@@ -86,8 +101,10 @@ def _point_objective(model: TGPModel, x: np.ndarray, method: str, beta: float | 
                 g = c * val * ds
         else:  # sm_cubic, Eq. 9 corrected (MATH §3), dense (N+1)x(N+1)
             N = len(ky)
-            Sp = np.block([[np.linalg.inv(model.Kx_inv), kx[:, None]], [kx[None, :], np.array([[kxx]])]])
-            Sq = np.block([[np.linalg.inv(model.Ky_inv), ky[:, None]], [ky[None, :], np.array([[kyy]])]])
+            Kx = _gram(model, model.X, p.gamma_x, p.lambda_x)
+            Ky = _gram(model, model.Y, p.gamma_y, p.lambda_y)
+            Sp = np.block([[Kx, kx[:, None]], [kx[None, :], np.array([[kxx]])]])
+            Sq = np.block([[Ky, ky[:, None]], [ky[None, :], np.array([[kyy]])]])
             Sp_inv, Sq_inv = np.linalg.inv(Sp), np.linalg.inv(Sq)
             M = a * Sp_inv + (1 - a) * Sq_inv
             lr2 = -(a * np.linalg.slogdet(Sp)[1] + (1 - a) * np.linalg.slogdet(Sq)[1] + np.linalg.slogdet(M)[1])
@@ -123,10 +140,11 @@ def certainty(model, X, Y, *, threads=None, batch_size=None):
     a = p.alpha
     kx = _rbf(X, model.X, p.gamma_x)
     ky = _rbf(Y, model.Y, p.gamma_y)
-    eta_x = 1 + p.lambda_x - np.einsum("ij,ij->i", kx, kx @ model.Kx_inv)
-    eta_y = 1 + p.lambda_y - np.einsum("ij,ij->i", ky, ky @ model.Ky_inv)
+    sumsq = lambda A: np.einsum("ij,ij->i", A, A)  # noqa: E731
+    eta_x = 1 + p.lambda_x - sumsq(kx @ model.Wx.T)
+    eta_y = 1 + p.lambda_y - sumsq(ky @ model.Wy.T)
     kxy = (1 - a) * kx + a * ky
-    eta_xy = (1 - a) * (1 + p.lambda_x) + a * (1 + p.lambda_y) - np.einsum("ij,ij->i", kxy, kxy @ model.Kxy_inv)
+    eta_xy = (1 - a) * (1 + p.lambda_x) + a * (1 + p.lambda_y) - sumsq(kxy @ model.Wxy.T)
     return (1 - a) * np.log(eta_x) + a * np.log(eta_y) - np.log(eta_xy)
 
 

@@ -24,8 +24,8 @@ from fastsm.tgp.prediction import (
     _check_inputs,
     _check_model,
     _check_options,
+    _factors,
     _log_certainty,
-    _method_mats,
     _point_data,
     evaluate,
     predict_global,
@@ -203,15 +203,15 @@ def objective(
     X, Y = _pairs(model, X, Y)
     check_choice("method", method, METHODS)
     batch_size = check_int("batch_size", batch_size, low=1)
-    M1, M2 = _method_mats(model, method)
+    _factors(model, method)  # a model without G cannot evaluate IKLTGP
     n, dy = Y.shape
     val = np.empty(n)
     grad = np.empty((n, dy))
 
     def body(run: Compute) -> None:
         for s, e in _batches(n, batch_size):
-            F, eta_x, xwx, _, _ = _point_data(model, X[s:e], method)
-            evaluate(model, method, F, eta_x, xwx, Y[s:e], M1, M2, val[s:e], grad[s:e])
+            F, eta_x, _, _ = _point_data(model, X[s:e], method)
+            evaluate(model, method, F, eta_x, Y[s:e], val[s:e], grad[s:e])
 
     run_interruptible(threads, body, flops=6.0 * n * model.n_train**2)
     return (val, grad) if return_gradient else val
@@ -231,8 +231,8 @@ def certainty(model: TGPModel, X, Y, *, threads: int | None = None,
 
     def body(run: Compute) -> None:
         for s, e in _batches(X.shape[0], batch_size):
-            _, eta_x, xwx, W, _ = _point_data(model, X[s:e], "sm")
-            out[s:e] = _log_certainty(model, Y[s:e], eta_x, xwx, W)
+            _, eta_x, Gxy, _ = _point_data(model, X[s:e], "sm")
+            out[s:e] = _log_certainty(model, Y[s:e], eta_x, Gxy)
 
     run_interruptible(threads, body, flops=6.0 * X.shape[0] * model.n_train**2)
     return out

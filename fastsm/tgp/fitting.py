@@ -1,13 +1,16 @@
 """The O(N^3) precomputation of a twin-GP model (validation, factorisations).
 
-Determinism: LAPACK's multi-threaded Cholesky and its inverse change their
-blocking with the thread count (measured: inverses differ by ~1e-7 between 1
-and 2 OpenBLAS threads at lambda = 1e-4, SMTGP predictions then by 1.6e-3).
-The factorisations therefore always run on one BLAS thread (LAPACK's calls
-then have shapes that depend on ``N`` only), and the O(N^3) products (``C``
-for IKLTGP) run on Numba's threads as the checked tiles of
-:func:`fastsm._products.times`, whose rows do not depend on the thread count.
-A fitted model is bitwise the same whatever ``threads`` is.
+A model keeps inverse Cholesky factors, not inverses: ``K = L L^T`` and ``W = L^-1`` (lower
+triangular), so that every Schur complement is a sum of squares, ``eta = k(z,z) - ||W k||^2``,
+and ``K^-1 k = W^T (W k)`` (docs/accuracy.md).  IKLTGP's ``u^T K_X u`` with ``u = K_Y^-1 k`` is
+``||G^T W_Y k||^2`` with ``G = W_Y L_X``, lower triangular too.
+
+Determinism: LAPACK's multi-threaded Cholesky changes its blocking with the
+thread count (measured: inverses differed by ~1e-7 between 1 and 2 OpenBLAS
+threads at lambda = 1e-4, SMTGP predictions then by 1.6e-3).  The
+factorisations and ``G`` therefore always run on one BLAS thread (LAPACK's
+and BLAS's calls then have shapes that depend on ``N`` only).  A fitted model
+is bitwise the same whatever ``threads`` is.
 """
 
 from __future__ import annotations
@@ -16,10 +19,10 @@ import warnings
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+from scipy.linalg.blas import dtrmm
 
 from fastsm._kernels.rbf import rbf_gram
-from fastsm._lapack import potrf_potri
-from fastsm._products import times
+from fastsm._lapack import potrf_trtri
 from fastsm._threads import resolve_threads, thread_limits
 from fastsm._validation import as_2d, as_float_array
 from fastsm.tgp.params import TGPParams
@@ -109,10 +112,9 @@ def check_training(X, Y, params, methods, sample_weight=None):
     return X, Y, check_methods(methods), w, params.resolve(X, Y, w)
 
 
-def spd_inverse(K: np.ndarray, name: str, lam_name: str) -> tuple[np.ndarray, float]:
-    """Inverse and log-determinant of an SPD matrix by Cholesky (LAPACK potrf/potri, GIL released).
-
-    Call on one BLAS thread (see the module docstring).
+def spd_factor(K: np.ndarray, name: str, lam_name: str) -> tuple[np.ndarray, np.ndarray, float]:
+    """``(L, W, log|K|)`` of an SPD matrix: its lower Cholesky factor and ``W = L^-1`` (LAPACK
+    potrf/trtri, GIL released).  Call on one BLAS thread (see the module docstring).
 
     Raises
     ------
@@ -120,17 +122,21 @@ def spd_inverse(K: np.ndarray, name: str, lam_name: str) -> tuple[np.ndarray, fl
         If ``K`` is not numerically positive definite (e.g. duplicate
         training points with a zero regulariser).
     """
-    inv, logdet, info, info2 = potrf_potri(K)
+    L, W, logdet, info = potrf_trtri(K)
     if info != 0:
         raise ValueError(
             f"{name} is not positive definite (Cholesky failed at column {info}); "
             f"duplicate or near-duplicate training points need {lam_name} > 0"
         )
-    if info2 != 0:  # pragma: no cover - potrf succeeded, potri cannot fail
-        raise ValueError(f"{name} could not be inverted (LAPACK info {info2})")
-    if not np.all(np.isfinite(inv)):
+    if not (np.all(np.isfinite(W)) and np.isfinite(logdet)):
         raise ValueError(f"{name} is numerically singular; increase {lam_name}")
-    return np.ascontiguousarray(inv), logdet
+    return L, W, logdet
+
+
+def ikl_factor(Wy: np.ndarray, Lx: np.ndarray) -> np.ndarray:
+    """``G = W_Y L_X`` (lower triangular): ``u^T K_X u = ||G^T W_Y k||^2`` for ``u = K_Y^-1 k`` (IKLTGP)."""
+    G = dtrmm(1.0, np.asfortranarray(Wy), np.asfortranarray(Lx), side=0, lower=1)
+    return np.ascontiguousarray(np.tril(G))
 
 
 def ridge(X: np.ndarray, Y: np.ndarray, sample_weight: np.ndarray | None = None) -> np.ndarray:
@@ -178,17 +184,14 @@ def factorize(X: np.ndarray, Y: np.ndarray, params, methods: tuple[str, ...], th
         if workers > 1:
             # three independent single-threaded factorisations, GIL released: bitwise the same as in series
             with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fastsm-fit") as pool:
-                (Kx_inv, ld_x), (Ky_inv, ld_y), (Kxy_inv, ld_xy) = pool.map(lambda j: spd_inverse(*j), jobs)
+                fx, fy, fxy = pool.map(lambda j: spd_factor(*j), jobs)
         else:
-            (Kx_inv, ld_x), (Ky_inv, ld_y), (Kxy_inv, ld_xy) = (spd_inverse(*j) for j in jobs)
-        C = None
-        if "ikl" in methods:
-            C = times(Ky_inv, times(Kx, Ky_inv))
-            C = np.ascontiguousarray(0.5 * (C + C.T))
+            fx, fy, fxy = (spd_factor(*j) for j in jobs)
+        G = ikl_factor(fy[1], fx[0]) if "ikl" in methods else None
         coef = ridge(X, Y, sample_weight)
     spread = float(np.sqrt(np.sum(np.var(Y, axis=0))))
     return {
-        "Kx_inv": Kx_inv, "Ky_inv": Ky_inv, "Kxy_inv": Kxy_inv, "C": C,
-        "logdet_x": ld_x, "logdet_y": ld_y, "logdet_xy": ld_xy,
+        "Wx": fx[1], "Wy": fy[1], "Wxy": fxy[1], "G": G,
+        "logdet_x": fx[2], "logdet_y": fy[2], "logdet_xy": fxy[2],
         "y_spread": spread if spread > 0.0 else 1.0, "ridge_coef": coef,
     }

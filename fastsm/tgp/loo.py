@@ -1,14 +1,14 @@
-"""Exact leave-one-out predictions by downdating the stored inverses (no refits).
+"""Exact leave-one-out predictions by projecting the stored factors (no refits).
 
-The model trained without training point ``i`` has the inverses of the
-kernel matrices with row and column ``i`` removed.  With ``A = K^-1`` and
-``k~`` a kernel column whose entry ``i`` is zeroed::
+The model trained without training point ``i`` has the kernel matrices with row and column
+``i`` removed.  With ``A = K^-1 = W^T W`` (``W = L^-1``, the model's factor), ``w = W[:, i]``
+and ``k~`` a kernel column whose entry ``i`` is zeroed::
 
-    K_{-i}^-1 k~_{-i} = (A k~ - a_i (A k~)_i / A_ii)_{-i}
+    K_{-i}^-1 k~_{-i} = (W^T P W k~)_{-i},   k~^T K_{-i}^-1 k~ = ||P W k~||^2,
 
-— one batched GEMM with the full model's ``A`` plus an O(N) correction per
-point, for ``K_X``, ``K_Y``, ``K_XY`` and ``C = K_Y^-1 K_X K_Y^-1``
-(:func:`fastsm._kernels.objectives.downdate_products`).  Leave-one-out of all
+with ``P`` the projector onto the complement of ``w`` — the batched triangular products of the
+full model plus an O(N) projection per point between them, for ``K_X``, ``K_Y``, ``K_XY`` and
+IKLTGP's ``G`` (:func:`fastsm._kernels.objectives.project_out`).  Leave-one-out of all
 ``N`` points therefore costs about one batch prediction of ``N`` points,
 O(N^3), instead of ``N`` refits, O(N^4).  The start (ridge regression), the
 output spread that scales the tolerance and trust radius, and the
@@ -24,47 +24,11 @@ from typing import Literal
 import numpy as np
 
 from fastsm import config
-from fastsm._kernels.rank_one import row_dots, schur_rows
-from fastsm._kernels.rbf import rbf_cross
 from fastsm._validation import check_choice, check_scalar
 from fastsm.tgp.model import Prediction, TGPModel
-from fastsm.tgp.prediction import _check_model, _check_options, _floor, _optimize, _times, _warn_extrapolated, start
+from fastsm.tgp.prediction import _check_model, _check_options, _optimize, _point_data, _warn_extrapolated, start
 
 LooMethod = Literal["sm", "kl", "ikl"]
-
-
-def _downdate_rows(K: np.ndarray, P: np.ndarray, A: np.ndarray, idx: np.ndarray) -> None:
-    """``P[r] <- K_{-i}^-1 k~`` in place for rows ``r`` left out at ``idx[r]`` (``P = K A`` on entry)."""
-    c = P[np.arange(P.shape[0]), idx] / A[idx, idx]
-    P -= c[:, None] * A[idx]
-    P[np.arange(P.shape[0]), idx] = 0.0
-
-
-def _loo_point_data(model: TGPModel, idx: np.ndarray, method: str):
-    """``F, eta_x, xwx, W, extrapolated`` of training inputs ``idx`` under their own N-1 models."""
-    p = model.params
-    m = idx.shape[0]
-    rows = np.arange(m)
-    Kx = np.empty((m, model.n_train))
-    rbf_cross(model.X[idx], model.X, p.gamma_x, Kx)
-    Kx[rows, idx] = 0.0
-    extrapolated = Kx.max(axis=1) < config.EXTRAPOLATION_K
-    Ux = _times(Kx, model.Kx_inv)
-    _downdate_rows(Kx, Ux, model.Kx_inv, idx)
-    eta_x = np.empty(m)
-    schur_rows(Kx, Ux, 1.0 + p.lambda_x, _floor(model), eta_x)
-    W = _times(Kx, model.Kxy_inv)
-    _downdate_rows(Kx, W, model.Kxy_inv, idx)
-    xwx = np.empty(m)
-    row_dots(Kx, W, xwx)
-    if method == "kl":
-        F = Ux
-    elif method == "ikl":
-        F = _times(Kx, model.Ky_inv)
-        _downdate_rows(Kx, F, model.Ky_inv, idx)
-    else:
-        F = W
-    return F, eta_x, xwx, W, extrapolated
 
 
 def loo_spread(Y: np.ndarray) -> np.ndarray:
@@ -126,7 +90,7 @@ def loo_predict(
     X[i])`` returns (same ``params``, weights and options): the start, the
     inverses, the log-determinants' role, the output spread that scales
     ``tol`` and ``trust_radius`` — all those of the ``N-1``-point model,
-    obtained by downdating the stored inverses (module docstring).  Cost:
+    obtained by projecting the stored factors (module docstring).  Cost:
     about one :func:`~fastsm.tgp.predict` of ``N`` points.
 
     Parameters
@@ -163,7 +127,7 @@ def loo_predict(
     max_iter, tol, trust_radius, batch_size = _check_options(method, optimizer, max_iter, tol, trust_radius,
                                                              batch_size)
     ftol = check_scalar("ftol", ftol, low=0.0)
-    if method == "ikl" and model.C is None:
+    if method == "ikl" and model.G is None:
         raise ValueError("this model was fitted without 'ikl' in methods; refit with methods including 'ikl'")
     n, dy = model.n_train, model.Y.shape[1]
     spread = loo_spread(model.Y)
@@ -172,7 +136,7 @@ def loo_predict(
                                       optimizer=optimizer, trust_radius=trust_radius, batch_size=batch_size,
                                       ftol=ftol).y)
     held = np.arange(n, dtype=np.int64)
-    res = _optimize(model, method, Y0, lambda s, e: _loo_point_data(model, held[s:e], method), held, spread,
+    res = _optimize(model, method, Y0, lambda s, e: _point_data(model, model.X[s:e], method, held[s:e]), held, spread,
                     max_iter=max_iter, tol=tol, ftol=ftol, trust_radius=trust_radius, optimizer=optimizer,
                     batch_size=batch_size, threads=threads)
     _warn_extrapolated(res.extrapolated, n)

@@ -27,9 +27,9 @@ class TGPModel:
     ``TGPModel(X, Y, params, methods)`` fits (as :func:`fastsm.tgp.fit` with
     default threads); the derived arrays are computed here and cannot be
     passed in, so ``dataclasses.replace(model, params=...)`` refits and a
-    model's inverses always belong to its own data and parameters.  Every
+    model's factors always belong to its own data and parameters.  Every
     stored array is a private read-only copy: changing the caller's ``X``
-    after the fit changes nothing, and ``model.Ky_inv[0, 0] += 1`` raises.
+    after the fit changes nothing, and ``model.Wy[0, 0] += 1`` raises.
 
     Attributes
     ----------
@@ -42,10 +42,14 @@ class TGPModel:
         Importance weights of the training points (IW-TGP, MATH §6): the
         kernel matrices carry the noise ``lambda / w_i`` on their diagonals.
         Points of zero weight are left out of ``X``, ``Y`` and the weights.
-    Kx_inv, Ky_inv, Kxy_inv : ndarray
-        ``K_X^-1``, ``K_Y^-1`` and ``K_XY^-1`` with ``K_XY = (1-a) K_X + a K_Y``.
-    C : ndarray or None
-        ``K_Y^-1 K_X K_Y^-1`` (IKLTGP), ``None`` if not requested at fit.
+    Wx, Wy, Wxy : ndarray
+        Inverse Cholesky factors ``W = L^-1`` (lower triangular, ``K = L L^T``) of ``K_X``,
+        ``K_Y`` and ``K_XY = (1-a) K_X + a K_Y``: ``K^-1 = W^T W``.  Every evaluation uses
+        them (``eta = k(z,z) - ||W k||^2``, docs/accuracy.md); the explicit inverses are
+        the properties ``Kx_inv``, ``Ky_inv``, ``Kxy_inv`` (formed on access, O(N^3)).
+    G : ndarray or None
+        ``W_Y L_X`` (lower triangular, IKLTGP: ``C = K_Y^-1 K_X K_Y^-1 = W_Y^T G G^T W_Y``, the
+        property ``C``), ``None`` if ``"ikl"`` was not requested at fit.
     logdet_x, logdet_y, logdet_xy : float
         Log-determinants of ``K_X``, ``K_Y``, ``K_XY``.
     y_spread : float
@@ -61,10 +65,10 @@ class TGPModel:
     params: TGPParams = field(default_factory=TGPParams)
     methods: tuple[str, ...] = ("kl", "ikl", "sm")
     sample_weight: np.ndarray | None = None
-    Kx_inv: np.ndarray = field(init=False)
-    Ky_inv: np.ndarray = field(init=False)
-    Kxy_inv: np.ndarray = field(init=False)
-    C: np.ndarray | None = field(init=False)
+    Wx: np.ndarray = field(init=False)
+    Wy: np.ndarray = field(init=False)
+    Wxy: np.ndarray = field(init=False)
+    G: np.ndarray | None = field(init=False)
     logdet_x: float = field(init=False)
     logdet_y: float = field(init=False)
     logdet_xy: float = field(init=False)
@@ -97,6 +101,29 @@ class TGPModel:
         object.__setattr__(self, "params", params)
         self._set(X, Y, methods, parts, sample_weight, copy)
         return self
+
+    @property
+    def Kx_inv(self) -> np.ndarray:
+        """``K_X^-1 = W_X^T W_X`` (formed on access, O(N^3); the model itself never uses it)."""
+        return self.Wx.T @ self.Wx
+
+    @property
+    def Ky_inv(self) -> np.ndarray:
+        """``K_Y^-1 = W_Y^T W_Y`` (formed on access, O(N^3))."""
+        return self.Wy.T @ self.Wy
+
+    @property
+    def Kxy_inv(self) -> np.ndarray:
+        """``K_XY^-1 = W_XY^T W_XY`` (formed on access, O(N^3))."""
+        return self.Wxy.T @ self.Wxy
+
+    @property
+    def C(self) -> np.ndarray | None:
+        """``K_Y^-1 K_X K_Y^-1 = (W_Y^T G)(W_Y^T G)^T`` (IKLTGP; formed on access, O(N^3)), or ``None``."""
+        if self.G is None:
+            return None
+        F = self.Wy.T @ self.G
+        return F @ F.T
 
     @property
     def n_train(self) -> int:

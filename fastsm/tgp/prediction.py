@@ -20,9 +20,9 @@ import numpy as np
 from fastsm import config
 from fastsm._kernels import objectives as obj
 from fastsm._kernels.optimize import Options, minimize_batch
-from fastsm._kernels.rank_one import row_dots, schur_rows
+from fastsm._kernels.rank_one import sumsq_rows
 from fastsm._kernels.rbf import rbf_cross
-from fastsm._products import tile_plan, times
+from fastsm._products import tile_plan, tri
 from fastsm._progress import Progress
 from fastsm._threads import Compute, run_interruptible
 from fastsm._validation import as_2d, check_choice, check_int, check_scalar
@@ -56,45 +56,58 @@ def _floor(model: TGPModel) -> float:
     return config.ETA_FLOOR_REL * (1.0 + max(p.lambda_x, p.lambda_y))
 
 
-def _point_data(model: TGPModel, Xb: np.ndarray, method: str):
-    """Per-point data that depends on x only (MATH §2).
+def _point_data(model: TGPModel, Xb: np.ndarray, method: str, held: np.ndarray | None = None):
+    """Per-point data that depends on x only (MATH §2; the table of :mod:`fastsm._kernels.objectives`).
 
-    Returns ``F, eta_x, k_x^T w_x, w_x, extrapolated``.
+    Returns ``F, eta_x, g_xy, extrapolated`` with ``g_xy = W_XY k_x`` (SMTGP's ``F``, and the
+    certainty's).  ``held`` (leave-one-out): the training point left out of each row's model;
+    its kernel entry is zeroed and every forward product projected onto the ``N-1``-point model
+    (:func:`~fastsm._kernels.objectives.project_out`).
     """
     p = model.params
-    Kx = np.empty((Xb.shape[0], model.n_train))
+    m = Xb.shape[0]
+    Kx = np.empty((m, model.n_train))
     rbf_cross(Xb, model.X, p.gamma_x, Kx)
+    if held is not None:
+        Kx[np.arange(m), held] = 0.0
     extrapolated = Kx.max(axis=1) < config.EXTRAPOLATION_K
-    Ux = _times(Kx, model.Kx_inv)
-    eta_x = np.empty(Xb.shape[0])
-    schur_rows(Kx, Ux, 1.0 + p.lambda_x, _floor(model), eta_x)
-    W = _times(Kx, model.Kxy_inv)
-    xwx = np.empty(Xb.shape[0])
-    row_dots(Kx, W, xwx)
+
+    def forward(W):
+        Z = tri(Kx, W, True)
+        if held is not None:
+            obj.project_rows(Z, W, held)
+        return Z
+
+    Hx = forward(model.Wx)
+    eta_x = np.empty(m)
+    sumsq_rows(Hx, 1.0 + p.lambda_x, _floor(model), eta_x)
+    Gxy = forward(model.Wxy)
     if method == "kl":
-        F = Ux
+        F = tri(Hx, model.Wx, False)  # u_x = K_X^-1 k_x
     elif method == "ikl":
-        F = _times(Kx, model.Ky_inv)
+        F = forward(model.Wy)
     elif method == "sm":
-        F = W
+        F = Gxy
     else:
         F = Kx
-    return F, eta_x, xwx, W, extrapolated
+    return F, eta_x, Gxy, extrapolated
 
 
-def _times(A: np.ndarray, M: np.ndarray) -> np.ndarray:
-    """``A @ M`` row by row independently of the other rows (:func:`fastsm._products.times`)."""
-    return times(A, M)
-
-
-def _method_mats(model: TGPModel, method: str):
+def _factors(model: TGPModel, method: str) -> tuple[np.ndarray, np.ndarray]:
     if method == "ikl":
-        if model.C is None:
+        if model.G is None:
             raise ValueError("this model was fitted without 'ikl' in methods; refit with methods including 'ikl'")
-        return model.Ky_inv, model.C
+        return model.Wy, model.G
     if method == "sm":
-        return model.Ky_inv, model.Kxy_inv
-    return model.Ky_inv, model.Ky_inv
+        return model.Wy, model.Wxy
+    return model.Wy, model.Wy
+
+
+def _cubic(model: TGPModel, method: str):
+    """``(K_X^-1, K_Y^-1)`` for the O(N^3) reference form, else ``None``."""
+    if method != "sm_cubic":
+        return None
+    return np.ascontiguousarray(model.Kx_inv), np.ascontiguousarray(model.Ky_inv)
 
 
 def _batches(n: int, batch_size: int):
@@ -187,14 +200,13 @@ def _optimize(model: TGPModel, method: str, Y0: np.ndarray, point_data, held, sp
               ftol: float = config.DEFAULT_FTOL) -> Prediction:
     """The batched minimisation shared by :func:`predict` and the leave-one-out predictions.
 
-    ``point_data(s, e)`` returns ``F, eta_x, xwx, W, extrapolated`` of points
-    ``s:e``; ``held`` is ``None`` or the left-out training index per point;
+    ``point_data(s, e)`` returns ``F, eta_x, g_xy, extrapolated`` of points
+    ``s:e`` (:func:`_point_data`); ``held`` is ``None`` or the left-out training index per point;
     ``spread`` the output spread of each point's model (tolerance and trust
     radius unit).
     """
     n, dy = Y0.shape
     p = model.params
-    M1, M2 = _method_mats(model, method)
     # SM: the beta = 1 (Rényi) transform is minimised; the SM value is formed at the end
     beta = 1.0 if method in ("sm", "sm_cubic") else p.beta
     out = {
@@ -202,7 +214,8 @@ def _optimize(model: TGPModel, method: str, Y0: np.ndarray, point_data, held, sp
         "ev": np.empty(n, dtype=np.int64), "cv": np.empty(n, dtype=bool), "h": np.empty(n, dtype=np.int64),
         "lc": np.empty(n), "ex": np.empty(n, dtype=bool),
     }
-    objective = _objective(model, method, M1, M2, beta)
+    objective = _objective(model, method, beta)
+    cubic = _cubic(model, method)
     xtol = np.ascontiguousarray(tol * spread)
     max_step = np.ascontiguousarray(trust_radius * spread)
 
@@ -210,24 +223,23 @@ def _optimize(model: TGPModel, method: str, Y0: np.ndarray, point_data, held, sp
         for s, e in _batches(n, batch_size):
             if run.stop[0]:
                 return
-            F, eta_x, xwx, W, ex = point_data(s, e)
+            F, eta_x, Gxy, ex = point_data(s, e)
             hb = None if held is None else held[s:e]
             opts = Options(max_iter, xtol[s:e], ftol, max_step[s:e], optimizer == "bfgs", config.DEFAULT_WINDOW,
                            numba.get_num_threads())
             Yb, fb, itb, evb, cvb, hits, ey, exy = minimize_batch(
-                objective, obj.Points(F, eta_x, xwx), Y0[s:e], opts, run.stop,
-                model.Kx_inv if method == "sm_cubic" else None, hb, tile_plan(model.n_train),
+                objective, obj.Points(F, eta_x), Y0[s:e], opts, run.stop, cubic, hb, tile_plan(model.n_train),
             )
             out["y"][s:e], out["f"][s:e], out["it"][s:e], out["ev"][s:e] = Yb, fb, itb, evb
             out["cv"][s:e], out["h"][s:e], out["ex"][s:e] = cvb & ~ex, hits, ex
             if method == "sm":  # the last accepted evaluation already holds eta_y and eta_xy
                 out["lc"][s:e] = _certainty_from(p.alpha, eta_x, ey, exy)
             else:
-                out["lc"][s:e] = _log_certainty(model, Yb, eta_x, xwx, W, held=hb)
+                out["lc"][s:e] = _log_certainty(model, Yb, eta_x, Gxy, held=hb)
             if progress is not None:
                 progress.step(e - s)
 
-    # ~30 evaluations of 2 N^2 flops per point and product
+    # ~30 evaluations of 2 N^2 flops per point and (two triangular) product
     run_interruptible(threads, body, flops=60.0 * n * model.n_train**2 * (1 if method == "kl" else 2))
     ex = out["ex"]
     out["lc"][ex] = -np.inf
@@ -236,37 +248,36 @@ def _optimize(model: TGPModel, method: str, Y0: np.ndarray, point_data, held, sp
                       extrapolated=ex, method=method)
 
 
-def evaluate(model: TGPModel, method: str, F, eta_x, xwx, Yb, M1, M2, val, grad, *, beta: float | None = None,
-             held=None):
+def evaluate(model: TGPModel, method: str, F, eta_x, Yb, val, grad, *, beta: float | None = None, held=None):
     """Kernel call of one batch (also used by the benchmarks); returns ``(eta_y, eta_xy)``.
 
-    ``held``: left-out training index per row (leave-one-out), or ``None``.
+    ``F``, ``eta_x``: :func:`_point_data`'s for ``method``; ``held``: left-out training index per
+    row (leave-one-out), or ``None``.
     """
     m = Yb.shape[0]
     eta_y, eta_xy = np.empty(m), np.empty(m)
     plan = tile_plan(model.n_train)
     obj.evaluate_rows(
-        _objective(model, method, M1, M2, model.params.beta if beta is None else beta), obj.Points(F, eta_x, xwx),
+        _objective(model, method, model.params.beta if beta is None else beta), obj.Points(F, eta_x),
         np.arange(m), np.ascontiguousarray(Yb), obj.Evaluations(val, grad, eta_y, eta_xy, np.zeros(m, dtype=np.int64)),
         obj.Products(obj.workspace(m, model.n_train, plan.heights[0]), plan, numba.get_num_threads()),
-        model.Kx_inv if method == "sm_cubic" else None,
-        None if held is None else np.ascontiguousarray(held, dtype=np.int64),
+        _cubic(model, method), None if held is None else np.ascontiguousarray(held, dtype=np.int64),
     )
     return eta_y, eta_xy
 
 
-def _objective(model: TGPModel, method: str, M1, M2, beta: float) -> obj.Objective:
+def _objective(model: TGPModel, method: str, beta: float) -> obj.Objective:
     """The kernels' view of ``model`` for ``method`` (``beta = 1``: the beta-free SM transform)."""
     p = model.params
     return obj.Objective(_METHOD_CODE[method], model.Y, p.gamma_y, 1.0 + p.lambda_y, 1.0 + p.lambda_x, p.alpha,
-                         float(beta), _floor(model), M1, M2, float(model.logdet_y), float(model.logdet_x))
+                         float(beta), _floor(model), *_factors(model, method), float(model.logdet_y),
+                         float(model.logdet_x))
 
 
-def _log_certainty(model: TGPModel, Yb: np.ndarray, eta_x, xwx, W, *, held=None) -> np.ndarray:
+def _log_certainty(model: TGPModel, Yb: np.ndarray, eta_x, Gxy, *, held=None) -> np.ndarray:
     """``(1-a) log eta_x + a log eta_y - log eta_xy`` from one SM evaluation (floored etas)."""
     m = Yb.shape[0]
-    eta_y, eta_xy = evaluate(model, "sm", W, eta_x, xwx, Yb, model.Ky_inv, model.Kxy_inv, np.empty(m),
-                             np.empty(Yb.shape), beta=1.0, held=held)
+    eta_y, eta_xy = evaluate(model, "sm", Gxy, eta_x, Yb, np.empty(m), np.empty(Yb.shape), beta=1.0, held=held)
     return _certainty_from(model.params.alpha, eta_x, eta_y, eta_xy)
 
 

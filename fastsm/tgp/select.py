@@ -35,7 +35,7 @@ from fastsm._threads import thread_limits
 from fastsm._validation import as_2d, as_rng, check_choice, check_int, check_scalar
 from fastsm.exceptions import ExtrapolationWarning
 from fastsm.tgp.api import fit, predict
-from fastsm.tgp.fitting import check_sample_weight, informative, spd_inverse, weighted_gram
+from fastsm.tgp.fitting import check_sample_weight, informative, spd_factor, weighted_gram
 from fastsm.tgp.loo import loo_predict
 from fastsm.tgp.model import TGPModel, TGPParams
 from fastsm.tgp.params import SCALE_X, SCALE_Y, scale_factor, scale_gamma
@@ -165,20 +165,20 @@ def _grid(name: str, values, default, *, positive: bool, open_unit: bool = False
 def with_alpha(model: TGPModel, alpha: float, beta: float | None = None) -> TGPModel:
     """``model`` with another ``alpha`` (and ``beta``): only ``K_XY(alpha)`` is factorised again.
 
-    ``K_X^-1``, ``K_Y^-1``, ``C``, the ridge start and the spread are shared
+    ``W_X``, ``W_Y``, ``G``, the ridge start and the spread are shared
     (the arrays are read-only), so this costs one Cholesky instead of a fit.
     """
     p = dataclasses.replace(model.params, alpha=alpha, beta=model.params.beta if beta is None else beta)
     if p.alpha == model.params.alpha:
-        parts_xy = {"Kxy_inv": model.Kxy_inv, "logdet_xy": model.logdet_xy}
+        parts_xy = {"Wxy": model.Wxy, "logdet_xy": model.logdet_xy}
     else:
         with thread_limits(None):
             w = model.sample_weight
             Kxy = ((1.0 - p.alpha) * weighted_gram(model.X, p.gamma_x, p.lambda_x, w)
                    + p.alpha * weighted_gram(model.Y, p.gamma_y, p.lambda_y, w))
-            inv, ld = spd_inverse(Kxy, "K_XY", "lambda_x or lambda_y")
-        parts_xy = {"Kxy_inv": inv, "logdet_xy": ld}
-    parts = {name: getattr(model, name) for name in ("Kx_inv", "Ky_inv", "C", "logdet_x", "logdet_y", "y_spread",
+            _, Wxy, ld = spd_factor(Kxy, "K_XY", "lambda_x or lambda_y")
+        parts_xy = {"Wxy": Wxy, "logdet_xy": ld}
+    parts = {name: getattr(model, name) for name in ("Wx", "Wy", "G", "logdet_x", "logdet_y", "y_spread",
                                                       "ridge_coef")}
     return TGPModel._from_parts(model.X, model.Y, p, model.methods, {**parts, **parts_xy}, model.sample_weight,
                                 copy=False)

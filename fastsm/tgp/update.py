@@ -1,23 +1,23 @@
 """Online updates of a fitted model: append training points, remove them (MATH §2, [SM] App. 1).
 
-Appending ``m`` points to a kernel matrix ``K`` with inverse ``A`` is the
-bordered (block) update: with the cross kernel ``k`` (N×m), the new block
-``kappa`` (m×m, noise on its diagonal), ``U = A k`` and the Schur complement
-``S = kappa - k^T U``::
+A model holds inverse Cholesky factors ``W = L^-1`` (:mod:`fastsm.tgp.fitting`).  Appending
+``m`` points to ``K = L L^T`` with the cross kernel ``k`` (N×m) and the new block ``kappa`` (m×m,
+noise on its diagonal) is the bordered Cholesky factorisation: with ``B = (W k)^T`` and
+``S = kappa - B B^T = D D^T``::
 
-    K'^-1 = [[A + U S^-1 U^T, -U S^-1], [-S^-1 U^T, S^-1]],   log|K'| = log|K| + log|S|
+    L' = [[L, 0], [B, D]],   W' = [[W, 0], [-D^-1 B W, D^-1]],   log|K'| = log|K| + log|S|
 
-— O(N^2 m) instead of the refit's O((N+m)^3).  Removing the index set ``R``
-is the downdate ``A_kk - A_kR A_RR^-1 A_Rk`` with ``log|K_kk| = log|K| +
-log|A_RR|``.  ``C = K_Y^-1 K_X K_Y^-1`` (IKLTGP) follows in O(N^2 m) without
-``K_X`` itself: every product ``B K_X B`` it needs is a block of ``C``.
+— O(N^2 m) instead of the refit's O((N+m)^3).  IKLTGP's ``G = W_Y L_X`` borders the same way:
+``G' = [[G, 0], [D_Y^-1 (B_X - B_Y G), D_Y^-1 D_X]]``.  Removing a point rotates the factors
+(:mod:`fastsm._kernels.factor_update`), O(N^2) per point.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from scipy.linalg import cho_factor, cho_solve, solve_triangular
+from scipy.linalg import cho_factor, solve_triangular
 
+from fastsm._kernels.factor_update import drop_index, rotate_and_drop
 from fastsm._kernels.rbf import rbf_cross, rbf_gram
 from fastsm._threads import thread_limits
 from fastsm._validation import as_2d
@@ -51,20 +51,11 @@ def _spd_factor(S: np.ndarray, message: str):
     return c, 2.0 * float(np.sum(np.log(np.diag(c[0]))))
 
 
-def _sym(A: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(0.5 * (A + A.T))
-
-
-def _border(A: np.ndarray, logdet: float, k: np.ndarray, kappa: np.ndarray, name: str, lam_name: str):
-    """Inverse and log-determinant of ``[[K, k], [k^T, kappa]]`` from ``A = K^-1``; also ``U = A k``, ``S^-1``.
-
-    ``U S^-1 U^T = W W^T`` with ``W = U L^-T`` (``S = L L^T``) is one
-    symmetric rank-m product (BLAS syrk): the result is exactly symmetric
-    without a transposed pass over the N×N matrix.
-    """
+def _border(W: np.ndarray, logdet: float, k: np.ndarray, kappa: np.ndarray, name: str, lam_name: str):
+    """``(W', log|K'|, B, D)`` of ``[[K, k], [k^T, kappa]]`` from ``W = L^-1`` (module docstring)."""
     n, m = k.shape
-    U = A @ k
-    S = kappa - k.T @ U
+    B = (W @ k).T
+    S = kappa - B @ B.T
     S = 0.5 * (S + S.T)
     message = (f"{name} with the new points is not positive definite (a new point duplicates a training point or "
                f"another new point); duplicates need {lam_name} > 0")
@@ -72,27 +63,22 @@ def _border(A: np.ndarray, logdet: float, k: np.ndarray, kappa: np.ndarray, name
     # a pivot at rounding level is a duplicate too: its inverse would be rounding noise
     if np.any(np.diag(c[0]) ** 2 <= SCHUR_FLOOR * np.diag(kappa)):
         raise ValueError(message)
-    L = np.tril(c[0])
-    W = solve_triangular(L, U.T, lower=True, check_finite=False).T
-    S_inv = cho_solve(c, np.eye(m), check_finite=False)
-    S_inv = 0.5 * (S_inv + S_inv.T)
-    US = U @ S_inv
-    out = np.empty((n + m, n + m))
-    out[:n, :n] = A
-    out[:n, :n] += W @ W.T
-    out[:n, n:] = -US
-    out[n:, :n] = -US.T
-    out[n:, n:] = S_inv
-    return out, logdet + logdet_s, U, S_inv
+    D = np.tril(c[0])
+    D_inv = solve_triangular(D, np.eye(m), lower=True, check_finite=False)
+    out = np.zeros((n + m, n + m))
+    out[:n, :n] = W
+    out[n:, :n] = -D_inv @ (B @ W)
+    out[n:, n:] = np.tril(D_inv)
+    return out, logdet + logdet_s, B, D
 
 
 def _noise(lam: float, w: np.ndarray | None, m: int) -> np.ndarray:
     return np.full(m, lam) if w is None else lam / w
 
 
-def _parts(X: np.ndarray, Y: np.ndarray, w, inverses: dict, C) -> dict:
+def _parts(X: np.ndarray, Y: np.ndarray, w, factors: dict, G) -> dict:
     spread = float(np.sqrt(np.sum(np.var(Y, axis=0))))
-    return {**inverses, "C": C, "y_spread": spread if spread > 0.0 else 1.0, "ridge_coef": ridge(X, Y, w)}
+    return {**factors, "G": G, "y_spread": spread if spread > 0.0 else 1.0, "ridge_coef": ridge(X, Y, w)}
 
 
 def partial_fit(model: TGPModel, X_new, Y_new, *, sample_weight=None, threads: int | None = None) -> TGPModel:
@@ -100,7 +86,7 @@ def partial_fit(model: TGPModel, X_new, Y_new, *, sample_weight=None, threads: i
 
     Equals ``fit(vstack([model.X, X_new]), vstack([model.Y, Y_new]),
     model.params, sample_weight=...)`` up to rounding (``tests/test_update.py``):
-    every stored inverse (``K_X^-1``, ``K_Y^-1``, ``K_XY^-1``, ``C``), the
+    every stored factor (``W_X``, ``W_Y``, ``W_XY``, ``G``), the
     log-determinants, the output spread and the ridge start.
 
     Parameters
@@ -158,48 +144,20 @@ def partial_fit(model: TGPModel, X_new, Y_new, *, sample_weight=None, threads: i
         Kx_n = _block(Xn, p.gamma_x, _noise(p.lambda_x, wn, m))
         Ky_n = _block(Yn, p.gamma_y, _noise(p.lambda_y, wn, m))
         a = p.alpha
-        Kx_inv, ld_x, _, _ = _border(model.Kx_inv, model.logdet_x, kx, Kx_n, "K_X", "lambda_x")
-        Ky_inv, ld_y, Uy, Sy_inv = _border(model.Ky_inv, model.logdet_y, ky, Ky_n, "K_Y", "lambda_y")
-        Kxy_inv, ld_xy, _, _ = _border(model.Kxy_inv, model.logdet_xy, (1 - a) * kx + a * ky,
-                                       (1 - a) * Kx_n + a * Ky_n, "K_XY", "lambda_x or lambda_y")
-        C = None
-        if model.C is not None:
-            C = _border_C(model.C, model.Ky_inv, ky, kx, Kx_n, Uy, Sy_inv)
-    inverses = {"Kx_inv": Kx_inv, "Ky_inv": Ky_inv, "Kxy_inv": Kxy_inv,
-                "logdet_x": ld_x, "logdet_y": ld_y, "logdet_xy": ld_xy}
+        Wx, ld_x, Bx, Dx = _border(model.Wx, model.logdet_x, kx, Kx_n, "K_X", "lambda_x")
+        Wy, ld_y, By, Dy = _border(model.Wy, model.logdet_y, ky, Ky_n, "K_Y", "lambda_y")
+        Wxy, ld_xy, _, _ = _border(model.Wxy, model.logdet_xy, (1 - a) * kx + a * ky,
+                                   (1 - a) * Kx_n + a * Ky_n, "K_XY", "lambda_x or lambda_y")
+        G = None
+        if model.G is not None:
+            n = model.n_train
+            G = np.zeros((n + m, n + m))
+            G[:n, :n] = model.G
+            G[n:, :n] = Wy[n:, n:] @ (Bx - By @ model.G)
+            G[n:, n:] = np.tril(Wy[n:, n:] @ Dx)
+    factors = {"Wx": Wx, "Wy": Wy, "Wxy": Wxy, "logdet_x": ld_x, "logdet_y": ld_y, "logdet_xy": ld_xy}
     # every array here is new and held by nobody else: frozen, not copied
-    return TGPModel._from_parts(X, Y, p, model.methods, _parts(X, Y, w, inverses, C), w, copy=False)
-
-
-def _border_C(C, B, ky, kx, kappa_x, U, S_inv):
-    """``C' = B' K_X' B'`` of the bordered matrices from ``C = B K_X B`` (module docstring).
-
-    ``B' = P + V S^-1 V^T`` with ``P = diag(B, 0)`` and ``V = [U; -I]``;
-    ``P K_X' V = [C k_y - B k_x; 0] = W`` and ``V^T K_X' V = k_y^T C k_y -
-    U^T k_x - k_x^T U + kappa_x = T``, so ``C' = diag(C, 0) + Z Q Z^T`` with
-    ``Z = [W, V]`` and ``Q = [[0, S^-1], [S^-1, S^-1 T S^-1]]``.  ``Q = E diag(l)
-    E^T`` splits the update into two symmetric products (syrk), exactly
-    symmetric.
-    """
-    n, m = ky.shape
-    Ck = C @ ky
-    T = ky.T @ Ck - U.T @ kx - kx.T @ U + kappa_x
-    Z = np.zeros((n + m, 2 * m))
-    Z[:n, :m] = Ck - B @ kx
-    Z[:n, m:] = U
-    Z[n:, m:] = -np.eye(m)
-    Q = np.zeros((2 * m, 2 * m))
-    Q[:m, m:] = S_inv
-    Q[m:, :m] = S_inv
-    Q[m:, m:] = S_inv @ T @ S_inv
-    lam, E = np.linalg.eigh(0.5 * (Q + Q.T))
-    P = Z @ (E * np.sqrt(np.abs(lam)))
-    pos, neg = np.ascontiguousarray(P[:, lam > 0]), np.ascontiguousarray(P[:, lam < 0])
-    out = np.zeros((n + m, n + m))
-    out[:n, :n] = C
-    out += pos @ pos.T
-    out -= neg @ neg.T
-    return out
+    return TGPModel._from_parts(X, Y, p, model.methods, _parts(X, Y, w, factors, G), w, copy=False)
 
 
 def _check_indices(indices, n: int) -> np.ndarray:
@@ -219,23 +177,30 @@ def _check_indices(indices, n: int) -> np.ndarray:
     return idx
 
 
-def _downdate(A: np.ndarray, logdet: float, R: np.ndarray, keep: np.ndarray, name: str):
-    c, logdet_r = _spd_factor(A[np.ix_(R, R)], f"the removed block of {name} is not positive definite: the model's "
-                                               f"inverse has lost definiteness to rounding; refit instead")
-    W = solve_triangular(np.tril(c[0]), A[np.ix_(R, keep)], lower=True, check_finite=False)
-    out = A[np.ix_(keep, keep)]
-    out -= W.T @ W
-    return out, logdet + logdet_r
+def _drop(model: TGPModel, R: np.ndarray):
+    """The factors, log-determinants and ``G`` without the points ``R`` (rotations, highest index first)."""
+    Wx, Wy, Wxy, G = model.Wx, model.Wy, model.Wxy, model.G
+    for i in R[::-1]:
+        i = int(i)
+        Wx, cx, sx = drop_index(Wx, i)
+        Wy, cy, sy = drop_index(Wy, i)
+        Wxy, _, _ = drop_index(Wxy, i)
+        if G is not None:
+            G = rotate_and_drop(G, i, cy, sy, cx, sx)
+    for name, W in (("K_X", Wx), ("K_Y", Wy), ("K_XY", Wxy)):
+        if not np.all(np.isfinite(W)) or np.any(np.diag(W) == 0.0):
+            raise ValueError(f"the factor of {name} lost definiteness to rounding while removing points; refit instead")
+    logdet = [-2.0 * float(np.sum(np.log(np.abs(np.diag(W))))) for W in (Wx, Wy, Wxy)]
+    return {"Wx": Wx, "Wy": Wy, "Wxy": Wxy, "logdet_x": logdet[0], "logdet_y": logdet[1], "logdet_xy": logdet[2]}, G
 
 
 def remove(model: TGPModel, indices, *, threads: int | None = None) -> TGPModel:
-    """A new model without the training points ``indices``, by downdates (O(N^2 r) for r points).
+    """A new model without the training points ``indices``, by rotations of the factors (O(N^2 r) for r points).
 
     Equals refitting on the remaining points (same order, weights and
-    ``params``) up to rounding: ``K_kk^-1 = A_kk - A_kR A_RR^-1 A_Rk`` for
-    each stored inverse ``A``, ``log|K_kk| = log|K| + log|A_RR|``, and for
-    IKLTGP ``C_kk = (C - C_R A_RR^-1 B_R^T - B_R A_RR^-1 C_R^T + B_R A_RR^-1
-    C_RR A_RR^-1 B_R^T)_kk`` with ``B = K_Y^-1`` (``A_RR = B_RR`` there).
+    ``params``) up to rounding: each factor is rotated back to triangular
+    form without the removed points (:mod:`fastsm._kernels.factor_update`),
+    ``log|K_kk| = -2 sum log|diag W'|``.
 
     Parameters
     ----------
@@ -256,19 +221,8 @@ def remove(model: TGPModel, indices, *, threads: int | None = None) -> TGPModel:
         return model
     keep = np.setdiff1d(np.arange(n), R)
     with thread_limits(threads):
-        Kx_inv, ld_x = _downdate(model.Kx_inv, model.logdet_x, R, keep, "K_X^-1")
-        Ky_inv, ld_y = _downdate(model.Ky_inv, model.logdet_y, R, keep, "K_Y^-1")
-        Kxy_inv, ld_xy = _downdate(model.Kxy_inv, model.logdet_xy, R, keep, "K_XY^-1")
-        C = None
-        if model.C is not None:
-            B, Cm = model.Ky_inv, model.C
-            c, _ = _spd_factor(B[np.ix_(R, R)], "the removed block of K_Y^-1 is not positive definite; refit instead")
-            Z = cho_solve(c, B[np.ix_(R, keep)], check_finite=False)  # B_RR^-1 B_Rk
-            G = Cm[np.ix_(keep, R)] @ Z
-            C = _sym(Cm[np.ix_(keep, keep)] - G - G.T + Z.T @ Cm[np.ix_(R, R)] @ Z)
+        factors, G = _drop(model, R)
     X, Y = model.X[keep], model.Y[keep]
     w = None if model.sample_weight is None else model.sample_weight[keep]
-    inverses = {"Kx_inv": Kx_inv, "Ky_inv": Ky_inv, "Kxy_inv": Kxy_inv,
-                "logdet_x": ld_x, "logdet_y": ld_y, "logdet_xy": ld_xy}
-    return TGPModel._from_parts(X, Y, model.params, model.methods, _parts(X, Y, w, inverses, C), w,
+    return TGPModel._from_parts(X, Y, model.params, model.methods, _parts(X, Y, w, factors, G), w,
                                 copy=False)

@@ -1,0 +1,89 @@
+"""Removing a training point from inverse Cholesky factors by plane rotations, O(N^2) per point.
+
+With ``K = L L^T`` and ``W = L^-1`` (lower triangular), ``U = W^T`` satisfies ``K^-1 = U U^T``
+with ``U`` upper triangular.  The inverse of ``K`` without row and column ``i`` is the Schur
+complement of ``(K^-1)_ii`` in ``K^-1`` (MATH §2), and for a *trailing* index that Schur
+complement is ``U_11 U_11^T``.  So: move column ``i`` of ``W`` to the end (``W P^T``), restore
+the lower-triangular shape by rotations of the row pairs ``(j, j+1)``, ``j = i .. N-2``, each
+chosen to zero the moved column's entry in row ``j`` (``Q^T W P^T = T^T``, lower triangular);
+the leading ``(N-1) × (N-1)`` block of ``T^T`` is the factor of the model without point ``i``.
+
+IKLTGP's ``G = W_Y L_X`` follows without ``L_X``: ``P L_X Q_X = (T_X^T)^-1``, so
+``G' = [Q_Y^T G Q_X]_11`` — ``W_Y``'s row rotations applied to the rows of ``G`` and ``W_X``'s
+to its columns.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fastsm.config import kernel
+
+
+@kernel()
+def drop_index(W, i):
+    """``(W', c, s)``: the factor of the model without point ``i`` and the rotations used.
+
+    Rotation ``t`` acts on the row pair ``(i + t, i + t + 1)`` as
+    ``[[c, s], [-s, c]]`` (:func:`rotate_rows`).
+    """
+    n = W.shape[0]
+    T = np.empty((n, n))
+    for r in range(n):
+        for q in range(i):
+            T[r, q] = W[r, q]
+        for q in range(i + 1, n):
+            T[r, q - 1] = W[r, q]
+        T[r, n - 1] = W[r, i]
+    cs = np.empty(n - 1 - i)
+    sn = np.empty(n - 1 - i)
+    for j in range(i, n - 1):
+        a = T[j, n - 1]
+        b = T[j + 1, n - 1]
+        rr = np.hypot(a, b)
+        if rr == 0.0:
+            c, s = 1.0, 0.0
+        else:
+            c, s = b / rr, -a / rr
+        cs[j - i] = c
+        sn[j - i] = s
+        for q in range(j + 2):
+            u = T[j, q]
+            v = T[j + 1, q]
+            T[j, q] = c * u + s * v
+            T[j + 1, q] = -s * u + c * v
+        T[j, n - 1] = 0.0
+        T[j + 1, n - 1] = rr
+    out = np.zeros((n - 1, n - 1))
+    for r in range(n - 1):
+        for q in range(r + 1):
+            out[r, q] = T[r, q]
+    return out, cs, sn
+
+
+@kernel()
+def rotate_and_drop(G, i, cy, sy, cx, sx):
+    """``[Q_Y^T G Q_X]_11`` (module docstring): ``G`` without point ``i``, lower triangular."""
+    n = G.shape[0]
+    A = G.copy()
+    for t in range(cy.shape[0]):
+        j = i + t
+        c, s = cy[t], sy[t]
+        for q in range(n):
+            u = A[j, q]
+            v = A[j + 1, q]
+            A[j, q] = c * u + s * v
+            A[j + 1, q] = -s * u + c * v
+    for t in range(cx.shape[0]):
+        j = i + t
+        c, s = cx[t], sx[t]
+        for r in range(n):
+            u = A[r, j]
+            v = A[r, j + 1]
+            A[r, j] = c * u + s * v
+            A[r, j + 1] = -s * u + c * v
+    out = np.zeros((n - 1, n - 1))
+    for r in range(n - 1):
+        for q in range(r + 1):
+            out[r, q] = A[r, q]
+    return out
