@@ -5,8 +5,9 @@ Nothing here calls fastsm's kernels.  ``Reference(X, Y, params, dtype)`` factors
 matrices once (``K = L L^T``); ``value(x, y, method)`` is [SM] Eq. 5 (KLTGP), Eq. 7 (IKLTGP) or
 Eq. 16 (SMTGP, the beta form) with every ``k^T K^-1 k`` as ``||L^-1 k||^2`` (MATH §2–§3).  In long
 double the factorisation and the substitutions are plain loops over rows (O(N^3) once, O(N^2) per
-evaluation): a few seconds at N = 500.  ``terms(...)`` returns the magnitude of the summands of
-KLTGP's and IKLTGP's values (both are sums of O(1) terms that can cancel to zero, so their
+evaluation): a few seconds at N = 500.  The test point's kernel rows are evaluated in ``dtype``
+(so that finite differences in long double resolve the gradient).  ``terms(...)`` returns the
+magnitude of the summands of KLTGP's and IKLTGP's values (both are sums of O(1) terms that can cancel to zero, so their
 accuracy is measured against that magnitude).
 """
 
@@ -21,7 +22,7 @@ HAS_LONGDOUBLE = np.finfo(np.longdouble).eps < np.finfo(np.float64).eps
 def rbf(A, B, gamma, dtype=np.float64):
     A, B = np.asarray(A, dtype=dtype), np.asarray(B, dtype=dtype)
     d = ((A[:, None, :] - B[None, :, :]) ** 2).sum(-1)
-    return np.exp(-dtype(gamma) * d) if dtype is np.float64 else np.exp(-np.asarray(gamma, dtype=dtype) * d)
+    return np.exp(-dtype(gamma) * d)
 
 
 def _chol(K):
@@ -77,8 +78,8 @@ class Reference:
 
     def _parts(self, x, y):
         p, dt = self.p, self.dt
-        kx = rbf(np.atleast_2d(x), self.X, p.gamma_x)[0].astype(dt)
-        ky = rbf(np.atleast_2d(y), self.Y, p.gamma_y)[0].astype(dt)
+        kx = rbf(np.atleast_2d(x), self.X, p.gamma_x, dt)[0]
+        ky = rbf(np.atleast_2d(y), self.Y, p.gamma_y, dt)[0]
         hx = _forward(self.Lx, kx)
         zy = _forward(self.Ly, ky)
         return kx, ky, hx, zy, self.kxx - hx @ hx, self.kyy - zy @ zy
@@ -108,3 +109,19 @@ class Reference:
             return abs(self.kyy) + 2 * abs(ky @ _backward(self.Lx, hx)) + abs(ex * np.log(ey))
         uy = _backward(self.Ly, zy)
         return 2 * abs(kx @ uy) + abs(uy @ (self.Kx @ uy)) + abs(ey * (np.log(ey) - np.log(ex)))
+
+    def sm_criterion_grad(self, x, y):
+        """SMTGP's beta-free criterion ``-s / (2(1-a))`` and its gradient in ``y`` (float64 only):
+        ``ds/dy = (-2a K_Y^-1 k_y / eta_y + 2a K_XY^-1 k_xy / eta_xy)^T J`` (MATH §3), every
+        ``K^-1 v`` by two triangular solves."""
+        p = self.p
+        a = p.alpha
+        kx, ky, hx, zy, ex, ey = self._parts(x, y)
+        zxy = _forward(self.Lxy, (1 - a) * kx + a * ky)
+        exy = (1 - a) * self.kxx + a * self.kyy - zxy @ zxy
+        s = a * np.log(ey) - np.log(exy)
+        w = -2 * a * _backward(self.Ly, zy) / ey + 2 * a * _backward(self.Lxy, zxy) / exy
+        diff = np.atleast_1d(y)[None, :] - self.Y
+        J = -2.0 * p.gamma_y * diff * ky[:, None]
+        c = -1.0 / (2.0 * (1.0 - a))
+        return c * s, c * (w @ J)

@@ -22,7 +22,7 @@ def armijo_accept_min(f0, f_trial, t, slope):
 
 
 #: Relative objective noise tolerated by the approximate Wolfe test.
-APPROX_WOLFE_EPS = 1e-8
+APPROX_WOLFE_EPS = 1e-10
 
 
 @kernel()
