@@ -158,9 +158,12 @@ def minimize_batch(obj, pts, Y0, opts, stop, cubic, held, plan):
             it.hits[p] += ht[r]
             if it.state[p] == _START:
                 _first(p, r, it, ft, Gt, ey, exy)
-            elif armijo_accept_min(it.f[p], ft[r], it.t[p], it.slope[p]) or approx_wolfe_accept_min(
-                    it.f[p], ft[r], it.slope[p], _dot(Gt[r], it.P[p])):
-                _accept(p, r, it, Yt, ft, Gt, opts)
+            elif armijo_accept_min(it.f[p], ft[r], it.t[p], it.slope[p]):
+                _accept(p, r, it, Yt, ft, Gt, opts, True)
+                it.eta_y[p] = ey[r]
+                it.eta_xy[p] = exy[r]
+            elif approx_wolfe_accept_min(it.f[p], ft[r], it.slope[p], _dot(Gt[r], it.P[p])):
+                _accept(p, r, it, Yt, ft, Gt, opts, False)
                 it.eta_y[p] = ey[r]
                 it.eta_xy[p] = exy[r]
             elif _backtrack(p, r, it, ft, opts):
@@ -289,8 +292,13 @@ def _direction(p, it, opts):
 
 
 @kernel()
-def _accept(p, r, it, Yt, ft, Gt, opts):
-    """Point ``p`` takes trial row ``r``: BFGS update of its inverse Hessian, then the convergence test."""
+def _accept(p, r, it, Yt, ft, Gt, opts, decreased):
+    """Point ``p`` takes trial row ``r``: BFGS update of its inverse Hessian, then the convergence test.
+
+    ``decreased``: the trial passed Armijo's test (a measured decrease); one accepted by the
+    approximate Wolfe test alone may not have lowered the objective at all (it went down by
+    less than the rounding floor), so its decrease says nothing about convergence.
+    """
     Y, f, G, H, HY, h_scaled, t, gd_len = it.Y, it.f, it.G, it.H, it.HY, it.h_scaled, it.t, it.gd_len
     n_iter, converged, active = it.n_iter, it.converged, it.active
     xtol, ftol, use_bfgs = opts.xtol, opts.ftol, opts.use_bfgs
@@ -342,6 +350,6 @@ def _accept(p, r, it, Yt, ft, Gt, opts):
         gmax = max(gmax, abs(G[p, c]))
     # a small step is evidence of convergence only if it was a full step; a
     # step shrunk by backtracking says nothing about the distance to the minimum
-    if (t[p] == 1.0 and (step_inf <= xtol[p] or decrease <= ftol * abs(f[p]))) or gmax == 0.0:
+    if (t[p] == 1.0 and (step_inf <= xtol[p] or (decreased and decrease <= ftol * abs(f[p])))) or gmax == 0.0:
         converged[p] = True
         active[p] = False
