@@ -40,7 +40,8 @@ def test_loo_equals_refit_and_predict(data, method):
     loo = tgp.loo_predict(model, method=method)
     idx = np.arange(0, len(X), 7)
     y_bf, f_bf, lc_bf = _brute_force(X, Y, PARAMS, method, idx)
-    np.testing.assert_allclose(loo.y[idx], y_bf, rtol=0, atol=1e-6)
+    # factors projected vs refactorised: measured |dy| <= 1.6e-13 (1e-6 was needed with downdated inverses)
+    np.testing.assert_allclose(loo.y[idx], y_bf, rtol=0, atol=1e-10)
     # the downdated objective at the brute-force outputs equals the refit model's objective there
     for i in idx:
         keep = np.arange(len(X)) != i
@@ -49,7 +50,7 @@ def test_loo_equals_refit_and_predict(data, method):
         np.testing.assert_allclose(loo.objective[i], f_ref, rtol=1e-8, atol=1e-10)
         lc_ref = tgp.certainty(m, X[i:i + 1], loo.y[i:i + 1])[0]
         np.testing.assert_allclose(loo.log_certainty[i], lc_ref, rtol=1e-8, atol=1e-10)
-    np.testing.assert_allclose(f_bf, loo.objective[idx], rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(f_bf, loo.objective[idx], rtol=1e-10, atol=1e-12)
     assert loo.converged.mean() > 0.9
 
 
@@ -89,7 +90,7 @@ def test_weighted_loo_equals_refit():
     loo = tgp.loo_predict(model, method="sm")
     idx = np.arange(3, len(X), 11)
     y_bf, _, _ = _brute_force(X, Y, PARAMS, "sm", idx, sample_weight=w)
-    np.testing.assert_allclose(loo.y[idx], y_bf, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(loo.y[idx], y_bf, rtol=0, atol=1e-10)
 
 
 @pytest.mark.determinism

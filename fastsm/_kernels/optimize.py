@@ -99,9 +99,11 @@ def minimize_batch(obj, pts, Y0, opts, stop, cubic, held, plan):
     of points.
 
     A point has converged when an accepted full step (no backtracking) moved
-    every coordinate by at most ``xtol[p]`` or lowered the objective by at
-    most ``ftol * |f|`` — the relative rounding floor of the objective,
-    below which further steps only chase noise — or its gradient is zero.
+    every coordinate by at most ``xtol[p]``, when the next quasi-Newton step
+    (from an accurate gradient and a curvature-scaled inverse Hessian) would
+    move none by more than ``xtol[p]`` (so no evaluation is spent on it), when
+    a full step that passed Armijo's test lowered the objective by at most
+    ``ftol * |f|`` (off by default), or when its gradient is zero.
 
     ``stop`` is a one-element int64 array polled before every evaluation
     round: a non-zero value (set by another thread, e.g. on Ctrl-C) ends the
@@ -185,6 +187,14 @@ def _dot(a, b):
 
 
 @kernel(inline=True)
+def _max_abs(a):
+    m = 0.0
+    for c in range(a.shape[0]):
+        m = max(m, abs(a[c]))
+    return m
+
+
+@kernel(inline=True)
 def _first(p, r, it, ft, Gt, ey, exy):
     """Point ``p``'s first evaluation (trial row ``r``): its start's value, gradient and certainty."""
     it.f[p] = ft[r]
@@ -232,6 +242,12 @@ def _backtrack(p, r, it, ft, opts):
 def _next_iteration(p, it, opts):
     """A new iteration of point ``p`` (its full step the next trial: True), or its end (False)."""
     if it.active[p] and it.n_iter[p] < opts.max_iter and _direction(p, it, opts):
+        if opts.use_bfgs and it.h_scaled[p] and _max_abs(it.P[p]) <= opts.xtol[p]:
+            # the quasi-Newton step from an accurate gradient: the minimiser is within xtol
+            it.converged[p] = True
+            it.active[p] = False
+            it.state[p] = _DONE
+            return False
         it.t[p] = 1.0
         it.n_ls[p] = 0
         it.state[p] = _SEARCH
