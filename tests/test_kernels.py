@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy.spatial.distance import cdist
 
-from fastsm._kernels.rank_one import bordered_inverse, downdate_inverse, schur_rows
+from fastsm._kernels.rank_one import bordered_inverse, downdate_inverse, sumsq_rows
 from fastsm._kernels.rbf import contract_jacobian, rbf_cross, rbf_gram, rbf_jacobian
 from tests.naive import fd_gradient, rbf
 
@@ -64,11 +64,10 @@ def test_downdate_inverse_matches_dense(rng):
                                    rtol=1e-9, atol=1e-9)
 
 
-def test_schur_rows_floor_counts_hits():
-    K = np.array([[1.0, 0.5], [0.5, 1.0]])
-    U = np.array([[1.0, 0.5], [0.0, 0.0]])
+def test_sumsq_rows_floor_counts_hits():
+    Z = np.array([[1.0, 0.5], [0.0, 0.0]])
     eta = np.empty(2)
-    hits = schur_rows(K, U, 1.0, 1e-14, eta)
+    hits = sumsq_rows(Z, 1.0, 1e-14, eta)
     # row 0: 1 - 1.25 < 0 -> floored; row 1: 1 - 0 = 1
     assert hits == 1
     np.testing.assert_array_equal(eta, [1e-14, 1.0])

@@ -1,5 +1,10 @@
 """Matrix products whose rows do not depend on the other rows of the call.
 
+Since #29 the evaluations multiply by lower-triangular factors: :func:`tri_products` runs one
+single-threaded DTRMM per row tile (:func:`trmm_tile`), and the plan's heights are checked for
+those calls (:mod:`fastsm._products`).  The DGEMM tiles below (:func:`plan_products`) remain as the
+benchmarks' DGEMM-rate yardstick; the text that follows describes the tiling both share.
+
 Every product of a batch of rows with a fixed ``N × N`` matrix (the
 optimiser's ``K M1``, ``K M2``; ``fit``'s and ``predict``'s precomputations)
 is cut into *tiles*, and each tile is one single-threaded DGEMM call
@@ -259,23 +264,6 @@ def plan_products(K, m, M1, M2, nprod, P1, P2, plan, nthreads):
             gemm_tile(K, starts[i], heights[i], M1, c0, w, P1, starts[i], scal)
         else:
             gemm_tile(K, starts[i], heights[i], M2, c0, w, P2, starts[i], scal)
-
-
-@kernel(parallel=True)
-def probe_calls(A, M, jobs, width, P):
-    """The probe of :func:`fastsm._products.tile_plan`: job ``(r0, h, full, out0)`` computes rows
-    ``A[r0:r0+h] @ M`` into ``P[out0:out0+h]`` in one call (``full``) or panels of ``width``."""
-    n = M.shape[0]
-    npan = (n + width - 1) // width
-    scal = np.array([1.0, 0.0])
-    for t in prange(jobs.shape[0]):
-        r0, h, full, out0 = jobs[t, 0], jobs[t, 1], jobs[t, 2], jobs[t, 3]
-        if full:
-            gemm_tile(A, r0, h, M, 0, n, P, out0, scal)
-        else:
-            for j in range(npan):
-                c0 = j * width
-                gemm_tile(A, r0, h, M, c0, min(n, c0 + width) - c0, P, out0, scal)
 
 
 @kernel(parallel=True)

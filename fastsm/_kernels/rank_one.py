@@ -64,38 +64,6 @@ def downdate_inverse(Kinv, i):
 
 
 @kernel(parallel=True)
-def schur_rows(Krows, Urows, kzz, floor, eta):
-    """``eta_p = kzz - k_p . u_p`` for each row ``p``, floored; returns hits.
-
-    ``Krows`` holds kernel columns one per row and ``Urows`` the matching
-    ``K^-1 k`` rows.
-    """
-    m, n = Krows.shape
-    hits = np.zeros(m, dtype=np.int64)
-    for p in prange(m):
-        s = 0.0
-        for j in range(n):
-            s += Krows[p, j] * Urows[p, j]
-        e = kzz - s
-        if not e > floor:
-            e = floor
-            hits[p] = 1
-        eta[p] = e
-    return hits.sum()
-
-
-@kernel(parallel=True)
-def row_dots(A, B, out):
-    """``out[p] = A[p] . B[p]``, each row summed in one fixed order (whatever the other rows are)."""
-    m, n = A.shape
-    for p in prange(m):
-        s = 0.0
-        for j in range(n):
-            s += A[p, j] * B[p, j]
-        out[p] = s
-
-
-@kernel(parallel=True)
 def sumsq_rows(Zrows, kzz, floor, eta):
     """``eta_p = kzz - ||z_p||^2`` for each row ``p`` (``z_p = W k_p``), floored; returns hits.
 
