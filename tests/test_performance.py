@@ -40,7 +40,8 @@ def _evaluate(model, X, Y, method, nthreads):
 @pytest.mark.determinism
 @pytest.mark.parametrize("method", ["kl", "ikl", "sm"])
 def test_thread_count_hint_does_not_change_evaluations(method):
-    """``Products.nthreads`` (the caller's thread count) changes nothing: every product runs by the plan's panels."""
+    """``Products.nthreads`` (the caller's thread count) caps the row tiles (1: one tile for the round, 1000:
+    the smallest heights of the plan); every cover comes from the checked menu, so the bits do not change."""
     Xtr, Xte, Ytr, _ = datasets.random_structured(1, n_train=700, n_test=60, dx=5, dy=8)
     model = tgp.fit(Xtr, Ytr, PARAMS)
     Y = tgp.predict(model, Xte, method="kl").y + 0.01
