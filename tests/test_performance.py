@@ -64,12 +64,14 @@ def test_window_does_not_change_predictions(problem, monkeypatch):
 
 @pytest.mark.parametrize("method", ["kl", "ikl", "sm"])
 def test_objective_stop_loses_no_quality(problem, method):
-    """The ftol stop ends points at the rounding floor: objectives no worse than the step rule alone.
+    """The ftol stops (measured and predicted decrease) end points at the rounding floor: objectives
+    no worse than the step rule alone, with fewer evaluations.
 
-    Measured (this problem, 100 points): at most 6.8e-11 relative above the ftol=0 run; 1e-9 allowed.
+    Measured (this problem, 100 points, ftol 1e-12): at most 2.2e-12 relative above the ftol=0 run (1e-9
+    allowed), 11–14 % fewer evaluations.
     """
     model, X = problem
-    fast = tgp.predict(model, X, method=method)
+    fast = tgp.predict(model, X, method=method, ftol=1e-12)
     slow = tgp.predict(model, X, method=method, ftol=0.0)
     worse = fast.criterion > slow.criterion + 1e-9 * np.abs(slow.criterion)
     assert worse.mean() <= 0.01

@@ -103,7 +103,8 @@ def minimize_batch(obj, pts, Y0, opts, stop, cubic, held, plan):
     (from an accurate gradient and a curvature-scaled inverse Hessian) would
     move none by more than ``xtol[p]`` (so no evaluation is spent on it), when
     a full step that passed Armijo's test lowered the objective by at most
-    ``ftol * |f|`` (off by default), or when its gradient is zero.
+    ``ftol * |f|`` or the next quasi-Newton step predicts a decrease of at most
+    that (``ftol`` is off by default), or when its gradient is zero.
 
     ``stop`` is a one-element int64 array polled before every evaluation
     round: a non-zero value (set by another thread, e.g. on Ctrl-C) ends the
@@ -242,8 +243,9 @@ def _backtrack(p, r, it, ft, opts):
 def _next_iteration(p, it, opts):
     """A new iteration of point ``p`` (its full step the next trial: True), or its end (False)."""
     if it.active[p] and it.n_iter[p] < opts.max_iter and _direction(p, it, opts):
-        if opts.use_bfgs and it.h_scaled[p] and _max_abs(it.P[p]) <= opts.xtol[p]:
-            # the quasi-Newton step from an accurate gradient: the minimiser is within xtol
+        if opts.use_bfgs and it.h_scaled[p] and (_max_abs(it.P[p]) <= opts.xtol[p] or _decrement_small(p, it, opts)):
+            # the quasi-Newton step from an accurate gradient: the minimiser is within xtol,
+            # or the decrease it predicts (the Newton decrement) is below ftol |f|
             it.converged[p] = True
             it.active[p] = False
             it.state[p] = _DONE
@@ -258,6 +260,15 @@ def _next_iteration(p, it, opts):
         it.active[p] = False  # overflowing direction: unconverged
     it.state[p] = _DONE
     return False
+
+
+@kernel(inline=True)
+def _decrement_small(p, it, opts):
+    """The quasi-Newton model's predicted decrease ``g^T H g / 2`` is at most ``ftol |f|`` (uncapped steps only)."""
+    pn = 0.0
+    for c in range(it.P.shape[1]):
+        pn += it.P[p, c] * it.P[p, c]
+    return np.sqrt(pn) < opts.max_step[p] and -0.5 * it.slope[p] <= opts.ftol * abs(it.f[p])
 
 
 @kernel()

@@ -122,7 +122,9 @@ def predict(
         local minimum whose position is fixed to about ``tol`` (docs/accuracy.md
         checks it by an independent search).  ``ftol > 0`` also ends a point
         whose full step passed Armijo's test and lowered the objective by at
-        most ``ftol * |f|``: fewer evaluations (~10 % at dy = 16 with
+        most ``ftol * |f|``, or whose next quasi-Newton step predicts a
+        decrease (``g^T H g / 2``, the Newton decrement) of at most
+        ``ftol * |f|``: fewer evaluations (~13 % at dy = 16 with
         ``ftol = 1e-12``), a minimum in value, but its position only to
         ``sqrt(ftol |f| / curvature)``.  Default ``0``.
     threads : int, optional
