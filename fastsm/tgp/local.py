@@ -110,6 +110,13 @@ class LocalTGPModel:
                 a = np.array(a, dtype=np.float64, order="C", copy=True)
                 a.setflags(write=False)
                 object.__setattr__(self, name, a)
+        if not isinstance(self.params, TGPParams):
+            raise TypeError(f"params must be a TGPParams, got {type(self.params).__name__}")
+        if not self.params.resolved:  # fit_local resolves them; a model built directly does it here
+            object.__setattr__(self, "params", self.params.resolve(self.X, self.Y, self.sample_weight))
+        check_choice("share", self.share, SHARES)
+        if self.share == "region":
+            object.__setattr__(self, "region_size", check_int("region_size", self.region_size, low=1))
         object.__setattr__(self, "tree", cKDTree(self.X))
         object.__setattr__(self, "cache", _regions.ModelCache(self.cache_bytes))
         if self.share == "region":
@@ -159,9 +166,15 @@ class LocalTGPModel:
         if self.share != "region":
             raise ValueError(f"factorize_regions needs a model fitted with share='region', not {self.share!r}")
         check_choice("method", method, ("kl", "ikl", "sm"))
-        todo = range(self.n_regions) if regions is None else np.unique(np.asarray(regions, dtype=np.int64))
-        if len(todo) and (min(todo) < 0 or max(todo) >= self.n_regions):
-            raise ValueError(f"regions must lie in [0, {self.n_regions}), got {min(todo)}..{max(todo)}")
+        if regions is None:
+            todo = range(self.n_regions)
+        else:
+            r = np.asarray(regions)
+            if r.dtype.kind not in "iu":
+                raise TypeError(f"regions must be integer region indices, got {r.dtype} values")
+            if r.size and (r.min() < 0 or r.max() >= self.n_regions):
+                raise ValueError(f"regions must lie in [0, {self.n_regions}), got {r.min()}..{r.max()}")
+            todo = np.unique(r.astype(np.int64).reshape(-1))
         before = self.cache.n_factorized
         with ThreadPoolExecutor(max_workers=resolve_threads(threads), thread_name_prefix="fastsm-local") as pool:
             list(pool.map(lambda r: _region_model(self, int(r), _METHODS[method]), todo))

@@ -16,7 +16,9 @@ prediction in the same regions factorises nothing.
 
 from __future__ import annotations
 
+import os
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 
@@ -32,6 +34,8 @@ def partition(X: np.ndarray, region_size: int) -> np.ndarray:
     the leaves hold between ``region_size / 2`` and ``region_size`` points.
     Leaves are listed depth first, lower half first.
     """
+    if region_size < 1:
+        raise ValueError(f"region_size must be at least 1, got {region_size}")
     out = []
     stack = [np.arange(X.shape[0])]
     while stack:
@@ -80,11 +84,26 @@ def model_nbytes(model) -> int:
     return total
 
 
+#: Every live cache, for the fork hook below.
+_CACHES: weakref.WeakSet = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for cache in list(_CACHES):
+        cache._after_fork_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class ModelCache:
     """Factorised region models, at most ``max_bytes`` of them, least recently used evicted first.
 
     Thread-safe: two threads asking for the same region build it once (the
-    second waits).  ``n_factorized`` counts the models built so far.
+    second waits).  Fork-safe: a child process gets fresh locks (those held by
+    the parent's other threads at the fork would never be released) and keeps
+    the models already built.  ``n_factorized`` counts the models built so far.
     """
 
     def __init__(self, max_bytes: int):
@@ -94,6 +113,15 @@ class ModelCache:
         self._models: OrderedDict[int, object] = OrderedDict()
         self._lock = threading.Lock()
         self._pending: dict[int, threading.Lock] = {}
+        _CACHES.add(self)
+
+    def _after_fork_in_child(self) -> None:
+        # the threads that held these locks at fork time do not exist in the child;
+        # the models and byte count are kept (the GIL keeps them consistent between
+        # statements; a model being built was not yet stored)
+        self._lock = threading.Lock()
+        self._pending = {}
+        self.nbytes = sum(model_nbytes(m) for m in self._models.values())
 
     def __len__(self) -> int:
         return len(self._models)

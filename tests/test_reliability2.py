@@ -1,0 +1,122 @@
+"""Regression tests for the second reliability issue (#30), by item number."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from fastsm import datasets, tgp
+from fastsm.tgp import regions
+from fastsm.tgp.local import LocalTGPModel
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _run(code: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+# 1. fork() while another thread predicts with a share="region" model
+
+def test_fork_beside_a_region_model_prediction_never_hangs():
+    """Before: the child inherited the region cache's locks held by the predicting thread and hung.
+
+    25 forks, each child predicting with the inherited model (which needs the cache's locks) within a
+    60 s timeout; on 977cd67..5145bb0 the first hang came within the first few forks.
+    """
+    code = """
+    import os, sys, threading, time
+    import numpy as np
+    from fastsm import datasets, tgp
+
+    X, Xt, Y, _ = datasets.smooth_manifold(0, n_train=600, n_test=40)
+    params = tgp.TGPParams(gamma_x=0.5, gamma_y=4.0, lambda_x=1e-3, lambda_y=1e-3)
+    # cache_bytes=0: every prediction factorises its regions again, so the locks are busy all the time
+    m = tgp.fit_local(X, Y, params, n_neighbors=60, share="region", region_size=10, cache_bytes=0)
+    ref = tgp.predict(m, Xt, method="kl", max_iter=2).y
+    stop, done = threading.Event(), [0]
+
+    def worker():
+        while not stop.is_set():
+            tgp.predict(m, Xt, method="kl", max_iter=2)
+            done[0] += 1
+
+    t = threading.Thread(target=worker, daemon=True)
+    t.start()
+    while done[0] == 0:
+        time.sleep(0.01)
+    hung = forks = bad = 0
+    for _ in range(25):
+        time.sleep(0.005 * (forks % 7))
+        pid = os.fork()
+        if pid == 0:
+            y = tgp.predict(m, Xt, method="kl", max_iter=2).y
+            os._exit(0 if np.array_equal(y, ref) else 3)
+        forks += 1
+        end = time.monotonic() + 60
+        while True:
+            wpid, status = os.waitpid(pid, os.WNOHANG)
+            if wpid:
+                bad += os.waitstatus_to_exitcode(status) != 0
+                break
+            if time.monotonic() > end:
+                os.kill(pid, 9)
+                os.waitpid(pid, 0)
+                hung += 1
+                break
+            time.sleep(0.01)
+    stop.set()
+    t.join(60)
+    print("result", forks, hung, bad, done[0])
+    sys.stdout.flush()
+    os._exit(0)
+    """
+    out = _run(code, timeout=1800)
+    last = [ln for ln in out.stdout.splitlines() if ln.startswith("result")]
+    assert out.returncode == 0 and last, out.stderr[-2000:]
+    _, forks, hung, bad, done = last[-1].split()
+    assert int(forks) == 25 and hung == "0" and bad == "0" and int(done) > 1, last[-1]
+
+
+@pytest.fixture(scope="module")
+def manifold():
+    return datasets.smooth_manifold(0, n_train=300, n_test=20)
+
+
+PARAMS = tgp.TGPParams(gamma_x=0.5, gamma_y=4.0, lambda_x=1e-3, lambda_y=1e-3)
+
+
+# 7. LocalTGPModel built directly
+
+def test_local_model_built_directly_checks_region_size_and_resolves_scale_widths(manifold):
+    """Before: region_size=0 (the default) looped forever in the median split; "scale" widths stayed strings
+    and failed later inside Numba."""
+    X, Xt, Y, _ = manifold
+    with pytest.raises(ValueError, match="region_size"):
+        LocalTGPModel(X=X, Y=Y, params=PARAMS, n_neighbors=40, sample_weight=None, share="region", group_size=32)
+    with pytest.raises(ValueError, match="region_size"):
+        regions.partition(X, 0)
+    direct = LocalTGPModel(X=X, Y=Y, params=tgp.TGPParams(), n_neighbors=40, sample_weight=None,
+                           share="region", group_size=32, region_size=10)
+    fitted = tgp.fit_local(X, Y, tgp.TGPParams(), n_neighbors=40, share="region", region_size=10)
+    assert direct.params == fitted.params and direct.params.resolved
+    np.testing.assert_array_equal(tgp.predict(direct, Xt, method="kl").y, tgp.predict(fitted, Xt, method="kl").y)
+
+
+# 16. factorize_regions(regions=...) types
+
+@pytest.mark.parametrize("bad, error", [(1.7, TypeError), ("3", TypeError), (1e20, TypeError), ([0, 2.5], TypeError),
+                                        (10**20, TypeError), (-1, ValueError), ([0, 10**6], ValueError)])
+def test_factorize_regions_rejects_non_integer_regions(manifold, bad, error):
+    """Before: 1.7 was used as 1, "3" as 3, 1e20 raised OverflowError."""
+    X, _, Y, _ = manifold
+    model = tgp.fit_local(X, Y, PARAMS, n_neighbors=40, share="region", region_size=20)
+    with pytest.raises(error, match="regions"):
+        model.factorize_regions("kl", regions=bad)
+    assert model.factorize_regions("kl", regions=np.array([0, 1, 1], dtype=np.uint8)) == 2
+    assert model.factorize_regions("kl", regions=3) == 1
