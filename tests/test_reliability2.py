@@ -120,3 +120,36 @@ def test_factorize_regions_rejects_non_integer_regions(manifold, bad, error):
         model.factorize_regions("kl", regions=bad)
     assert model.factorize_regions("kl", regions=np.array([0, 1, 1], dtype=np.uint8)) == 2
     assert model.factorize_regions("kl", regions=3) == 1
+
+
+# 3. leave-one-out on tiny sets and constant remainders
+
+def test_loo_spread_of_a_constant_remainder_is_the_refits():
+    """Before: the spread downdate cancelled to ~5e-9 instead of 0 (354 of 1000 random n = 2 sets)."""
+    from fastsm.tgp.loo import loo_spread
+
+    rng = np.random.default_rng(0)
+    sets = [rng.standard_normal((2, 2)) for _ in range(300)]
+    sets += [np.vstack([np.full((3, 2), 0.1 * k), rng.standard_normal((1, 2))]) for k in range(50)]
+    for Y in sets:
+        s = loo_spread(Y)
+        for i in range(len(Y)):
+            m_y = np.delete(Y, i, axis=0)
+            ref = float(np.sqrt(np.sum(np.var(m_y, axis=0))))
+            if ref == 0.0:
+                assert s[i] == 1.0
+            else:
+                np.testing.assert_allclose(s[i], ref, rtol=1e-12)
+
+
+def test_loo_on_two_points_equals_the_refit():
+    """Before (n = 2): LOO 0.0767 vs refit -0.432 for this kind of set: the trust radius became 1e-9."""
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        X, Y = rng.standard_normal((2, 2)), rng.standard_normal((2, 3))
+        model = tgp.fit(X, Y, PARAMS)
+        loo = tgp.loo_predict(model, method="kl")
+        for i in range(2):
+            m = tgp.fit(X[[1 - i]], Y[[1 - i]], PARAMS, methods=("kl",))
+            ref = tgp.predict(m, X[[i]], method="kl")
+            np.testing.assert_allclose(loo.y[i], ref.y[0], rtol=0, atol=1e-10)
