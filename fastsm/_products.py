@@ -37,13 +37,13 @@ products, once per ``N`` and process.
 from __future__ import annotations
 
 import functools
-import warnings
 
 import numba
 import numpy as np
 
 from fastsm._kernels.gemm import CALL_OVERHEAD_ROWS, TilePlan, padded_rows, probe_tri, row_tiles, tri_products
 from fastsm._threads import thread_limits
+from fastsm._warn import warn
 
 #: Largest tile height.
 TOP = 256
@@ -133,10 +133,10 @@ def tile_plan(n: int) -> TilePlan:
     """The checked call shapes for products with ``n`` columns (memoised per process)."""
     heights, unit = choose(Probe(n))
     if heights == (1,) and n >= 64:
-        warnings.warn(
+        warn(
             f"this BLAS computes a row of a matrix product differently depending on the call's shape for every "
             f"tile menu fastsm tried (N = {n}); products run one row per call to stay deterministic (slow)",
-            RuntimeWarning, stacklevel=2)
+            RuntimeWarning)
     return TilePlan(np.array(heights, dtype=np.int64), int(unit), 0)
 
 

@@ -8,7 +8,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from fastsm import datasets, tgp
+from fastsm import ExtrapolationWarning, datasets, tgp
 from fastsm.tgp import regions
 from fastsm.tgp.local import LocalTGPModel
 
@@ -153,3 +153,22 @@ def test_loo_on_two_points_equals_the_refit():
             m = tgp.fit(X[[1 - i]], Y[[1 - i]], PARAMS, methods=("kl",))
             ref = tgp.predict(m, X[[i]], method="kl")
             np.testing.assert_allclose(loo.y[i], ref.y[0], rtol=0, atol=1e-10)
+
+
+# 11. ExtrapolationWarning points at the caller's line
+
+def test_extrapolation_warnings_point_at_the_callers_line(manifold):
+    """Before: global tgp.predict and TwinGPRegressor.predict warned from fastsm/tgp/api.py."""
+    from fastsm.sklearn import TwinGPRegressor
+
+    X, Xt, Y, _ = manifold
+    far = Xt + 1e3
+    model = tgp.fit(X, Y, PARAMS)
+    local = tgp.fit_local(X, Y, PARAMS, n_neighbors=40, share="region", region_size=20)
+    reg = TwinGPRegressor(method="kl", gamma_x=0.5, gamma_y=4.0, lambda_x=1e-3, lambda_y=1e-3).fit(X, Y)
+    calls = [lambda: tgp.predict(model, far, method="kl"), lambda: tgp.predict(model, far, method="sm"),
+             lambda: tgp.predict(local, far, method="kl"), lambda: reg.predict(far)]
+    for call in calls:
+        with pytest.warns(ExtrapolationWarning) as record:
+            call()
+        assert [w.filename for w in record] == [__file__]

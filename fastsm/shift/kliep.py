@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from typing import Literal
 
@@ -18,6 +17,7 @@ from fastsm._kernels import kliep_pg, kliep_polish
 from fastsm._kernels import kliep_problem as kp
 from fastsm._threads import Compute, run_interruptible
 from fastsm._validation import as_2d, as_rng, check_distances
+from fastsm._warn import warn
 
 Solver = Literal["pfw", "afw", "fw", "pg"]
 SOLVERS: tuple[str, ...] = ("pfw", "afw", "fw", "pg")
@@ -186,8 +186,8 @@ def build_problem(X_train, X_test, C, sigma: float, *, stored: bool | None = Non
         raise SigmaTooSmallError(f"sigma = {sigma:g} is too small: no centre has a nonzero kernel value at any "
                                  "training point (the density ratio cannot be represented); increase sigma")
     if keep.size < C.shape[0]:
-        warnings.warn(f"{C.shape[0] - keep.size} of {C.shape[0]} centres lie where the training density is zero "
-                      f"to working precision at sigma = {sigma:g} and are left out", RuntimeWarning, stacklevel=3)
+        warn(f"{C.shape[0] - keep.size} of {C.shape[0]} centres lie where the training density is zero "
+             f"to working precision at sigma = {sigma:g} and are left out", RuntimeWarning)
         C, b = np.ascontiguousarray(C[keep]), b[keep]
     inv_b = 1.0 / b
     if stored is None:

@@ -15,7 +15,6 @@ is bitwise the same whatever ``threads`` is.
 
 from __future__ import annotations
 
-import warnings
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -25,6 +24,7 @@ from fastsm._kernels.rbf import rbf_gram
 from fastsm._lapack import potrf_trtri
 from fastsm._threads import resolve_threads, thread_limits
 from fastsm._validation import as_2d, as_float_array
+from fastsm._warn import warn
 from fastsm.tgp.params import TGPParams
 
 METHODS: tuple[str, ...] = ("sm", "kl", "ikl", "sm_cubic")
@@ -98,8 +98,8 @@ def check_training(X, Y, params, methods, sample_weight=None):
     w = check_sample_weight(sample_weight, X.shape[0])
     if w is not None:
         if params.lambda_x == 0.0 and params.lambda_y == 0.0 and np.ptp(w) > 0.0:
-            warnings.warn("sample_weight has no effect with lambda_x = lambda_y = 0: the weights act through the "
-                          "noise lambda / w_i (MATH §6)", UserWarning, stacklevel=3)
+            warn("sample_weight has no effect with lambda_x = lambda_y = 0: the weights act through the "
+                 "noise lambda / w_i (MATH §6)", UserWarning)
         keep = informative(w, params)
         if not keep.any():
             raise ValueError(f"sample_weight must have an entry above eps * max(lambda_x, lambda_y) = "

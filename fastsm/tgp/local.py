@@ -40,7 +40,6 @@ the in-process prediction.
 from __future__ import annotations
 
 import math
-import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -52,6 +51,7 @@ from fastsm import config
 from fastsm._progress import Progress
 from fastsm._threads import resolve_threads
 from fastsm._validation import as_2d, check_choice, check_int
+from fastsm._warn import warn
 from fastsm.exceptions import ExtrapolationWarning
 from fastsm.tgp import regions as _regions
 from fastsm.tgp.fitting import check_training, factorize
@@ -370,8 +370,7 @@ def predict_local(model: LocalTGPModel, X, *, method: str, init, max_iter: int, 
                     bar.step(done)
     ex = out["ex"]
     if ex.any():
-        warnings.warn(f"{int(ex.sum())} of {n} test inputs lie outside their local training inputs' kernel support: "
-                      "their prediction is the start unchanged; see Prediction.extrapolated", ExtrapolationWarning,
-                      stacklevel=3)
+        warn(f"{int(ex.sum())} of {n} test inputs lie outside their local training inputs' kernel support: "
+             "their prediction is the start unchanged; see Prediction.extrapolated", ExtrapolationWarning)
     return Prediction(y=out["y"], log_certainty=out["lc"], n_iter=out["it"], n_eval=out["ev"], converged=out["cv"],
                       objective=out["obj"], criterion=out["f"], n_eta_floor=out["h"], extrapolated=ex, method=method)

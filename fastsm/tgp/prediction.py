@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import warnings
 from collections.abc import Iterator
 from typing import Literal
 
@@ -26,6 +25,7 @@ from fastsm._products import tile_plan, tri
 from fastsm._progress import Progress
 from fastsm._threads import Compute, run_interruptible
 from fastsm._validation import as_2d, check_choice, check_int, check_scalar
+from fastsm._warn import warn
 from fastsm.exceptions import ExtrapolationWarning
 from fastsm.tgp.fitting import METHODS
 from fastsm.tgp.model import Prediction, TGPModel
@@ -188,10 +188,10 @@ def quiet() -> Iterator[None]:
 
 def _warn_extrapolated(ex: np.ndarray, n: int) -> None:
     if ex.any() and not getattr(_QUIET, "on", False):
-        warnings.warn(
+        warn(
             f"{int(ex.sum())} of {n} test inputs lie outside the training inputs' kernel support "
             f"(every k(x, x_i) < {config.EXTRAPOLATION_K:g}): their prediction is the start unchanged; "
-            "see Prediction.extrapolated", ExtrapolationWarning, stacklevel=3)
+            "see Prediction.extrapolated", ExtrapolationWarning)
 
 
 def _optimize(model: TGPModel, method: str, Y0: np.ndarray, point_data, held, spread: np.ndarray, *,

@@ -23,7 +23,6 @@ import dataclasses
 import itertools
 import numbers
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -33,6 +32,7 @@ from fastsm import config
 from fastsm._progress import Progress
 from fastsm._threads import thread_limits
 from fastsm._validation import as_2d, as_rng, check_choice, check_int, check_scalar
+from fastsm._warn import warn
 from fastsm.exceptions import ExtrapolationWarning
 from fastsm.tgp.api import fit, predict
 from fastsm.tgp.fitting import check_sample_weight, informative, spd_factor, weighted_gram
@@ -471,10 +471,10 @@ def select(
                        alpha=alphas[0] if np.isnan(table["alpha"][best]) else float(table["alpha"][best]),
                        beta=betas[0] if np.isnan(table["beta"][best]) else float(table["beta"][best]))
     if table["extrapolated"][best] > 0.0:
-        warnings.warn(f"{table['extrapolated'][best]:.1%} of the validation inputs of the selected setting lay "
-                      "outside their training inputs' kernel support (every k(x, x_i) < "
-                      f"{config.EXTRAPOLATION_K:g}): their predictions were the start unchanged; see the "
-                      "'extrapolated' column of Selection.table", ExtrapolationWarning, stacklevel=2)
+        warn(f"{table['extrapolated'][best]:.1%} of the validation inputs of the selected setting lay "
+             "outside their training inputs' kernel support (every k(x, x_i) < "
+             f"{config.EXTRAPOLATION_K:g}): their predictions were the start unchanged; see the "
+             "'extrapolated' column of Selection.table", ExtrapolationWarning)
     final = fit(X, Y, params, threads=threads, sample_weight=w)
     return Selection(params=params, model=final, table=table, best_index=best, method=chosen,
                      cv="loo" if folds is None else (len(folds) if isinstance(cv, numbers.Integral) else "splits"),
