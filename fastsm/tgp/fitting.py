@@ -147,16 +147,30 @@ def ridge(X: np.ndarray, Y: np.ndarray, sample_weight: np.ndarray | None = None)
     With ``sample_weight`` the squared residuals are weighted.
     """
     n, dx = X.shape
-    Xc = X - X.mean(axis=0)
+    mu, scale = ridge_frame(X)
+    Xc = X - mu
     r = 1e-6 * max(float(np.mean(np.sum(Xc * Xc, axis=0))), 1e-300)
-    A1 = np.hstack([X, np.ones((n, 1))])
+    # solved for z = scale * coef on centred, unit-scale columns (the same minimiser: the penalty
+    # rows carry 1 / scale), so lstsq's rank cut-off does not drop the bias or the inputs when
+    # X is in units far from 1 (X * 1e14 lost the bias)
+    A1 = np.hstack([Xc / scale, np.ones((n, 1))])
     Y1 = Y
     if sample_weight is not None:
         s = np.sqrt(sample_weight)[:, None]
         A1, Y1 = s * A1, s * Y
-    A = np.vstack([A1, np.hstack([np.sqrt(r) * np.eye(dx), np.zeros((dx, 1))])])
+    A = np.vstack([A1, np.hstack([np.diag(np.sqrt(r) / scale), np.zeros((dx, 1))])])
     b = np.vstack([Y1, np.zeros((dx, Y.shape[1]))])
-    return np.linalg.lstsq(A, b, rcond=None)[0]
+    z = np.linalg.lstsq(A, b, rcond=None)[0]
+    coef = z[:dx] / scale[:, None]
+    return np.vstack([coef, z[dx:] - mu @ coef])
+
+
+def ridge_frame(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The centre and per-column scale :func:`ridge` solves in: column means and root mean squares
+    of the centred columns (1 for a constant column)."""
+    mu = X.mean(axis=0)
+    scale = np.sqrt(np.mean((X - mu) ** 2, axis=0))
+    return mu, np.where(scale > 0.0, scale, 1.0)
 
 
 def weighted_gram(Z: np.ndarray, gamma: float, lam: float, sample_weight: np.ndarray | None) -> np.ndarray:

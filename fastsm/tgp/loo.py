@@ -25,6 +25,7 @@ import numpy as np
 
 from fastsm import config
 from fastsm._validation import check_choice, check_scalar
+from fastsm.tgp.fitting import ridge_frame
 from fastsm.tgp.model import Prediction, TGPModel
 from fastsm.tgp.prediction import _check_model, _check_options, _optimize, _point_data, _warn_extrapolated, start
 
@@ -68,18 +69,21 @@ def loo_ridge(model: TGPModel) -> np.ndarray:
     X, Y = model.X, model.Y
     n, dx = X.shape
     w = np.ones(n) if model.sample_weight is None else model.sample_weight
-    A1 = np.hstack([X, np.ones((n, 1))])
+    # in the full set's centred, unit-scale columns (ridge_frame): the same minimisers, and
+    # normal equations whose scale does not depend on the units of X
+    mu, scale = ridge_frame(X)
+    Xc = X - mu
+    A1 = np.hstack([Xc / scale, np.ones((n, 1))])
     G = (A1 * w[:, None]).T @ A1
     R = (A1 * w[:, None]).T @ Y
     Gi = G[None] - w[:, None, None] * A1[:, :, None] * A1[:, None, :]
     Ri = R[None] - w[:, None, None] * A1[:, :, None] * Y[:, None, :]
     # the penalty of each N-1 set: 1e-6 * mean over columns of sum_j (x_j - mean)^2
-    Xc = X - X.mean(axis=0)
     sq = Xc * Xc
     ss = (sq.sum(axis=0)[None] - sq - sq / (n - 1)).mean(axis=1)
     r = 1e-6 * np.maximum(ss, 1e-300)
     diag = np.arange(dx)
-    Gi[:, diag, diag] += r[:, None]
+    Gi[:, diag, diag] += r[:, None] / scale[None] ** 2
     coef = np.linalg.pinv(Gi, hermitian=True) @ Ri
     return np.einsum("ij,ijk->ik", A1, coef)
 
