@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import numpy as np
 import pytest
@@ -191,3 +192,23 @@ def test_predictions_do_not_depend_on_the_units_of_x(factor):
     np.testing.assert_allclose(tgp.loo_predict(scaled, method="kl", init="linear", max_iter=0).y,
                                tgp.loo_predict(base, method="kl", init="linear", max_iter=0).y,
                                rtol=0, atol=1e-9 * base.y_spread)
+
+
+# 15. inputs near the largest float64
+
+def test_inputs_near_float64_max_give_a_value_error_or_a_finite_prediction():
+    """Before: an input of 1.7e308 per coordinate was predicted as y = inf (the linear start overflowed)."""
+    X, Xt, Y, _ = datasets.toy1(0, n_train=150, n_test=4)
+    big = Xt.copy()
+    big[1] = 1.7e308
+    for model in (tgp.fit(X, Y, PARAMS), tgp.fit_local(X, Y, PARAMS, n_neighbors=40, share="region",
+                                                        region_size=20)):
+        for method in ("kl", "sm"):
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", ExtrapolationWarning)
+                    y = tgp.predict(model, big, method=method).y
+            except ValueError as err:
+                assert "X" in str(err)
+            else:
+                assert np.isfinite(y).all()

@@ -147,7 +147,12 @@ def start(init, method: str, shape: tuple[int, int], rows: str, *, linear, kl) -
     if isinstance(init, str):
         check_choice("init", init, ("linear", "kl"))
         if init == "linear":
-            Y0 = linear()
+            with np.errstate(over="ignore", invalid="ignore"):
+                Y0 = linear()
+            bad = np.flatnonzero(~np.isfinite(Y0).all(axis=1))
+            if bad.size:
+                raise ValueError(f"X: the linear (ridge) start overflows float64 at {bad.size} row(s), first row "
+                                 f"{bad[0]}: the inputs are too large for float64 arithmetic; rescale them")
         else:
             with quiet():  # reported once, by the caller
                 Y0 = kl()
