@@ -212,3 +212,20 @@ def test_inputs_near_float64_max_give_a_value_error_or_a_finite_prediction():
                 assert "X" in str(err)
             else:
                 assert np.isfinite(y).all()
+
+
+# 8. a constant target
+
+@pytest.mark.parametrize("value", [2.0, 0.002, -3e5, 0.0])
+def test_a_constant_target_is_predicted_as_that_constant(value):
+    """Before: y = 2.0 everywhere was predicted as 2.00-2.08, y = 0.002 up to 0.22 (absolute fallbacks)."""
+    from fastsm.sklearn import TwinGPRegressor
+
+    X, Xt, _, _ = datasets.random_structured(2, n_train=60, n_test=30, dx=3, dy=1)
+    y = np.full(len(X), value)
+    for method in ("kl", "sm"):
+        pred = TwinGPRegressor(method=method).fit(X, y).predict(Xt)
+        np.testing.assert_allclose(pred, value, rtol=1e-12, atol=1e-300)
+    model = tgp.fit(X, np.column_stack([y, y]))
+    loo = tgp.loo_predict(model, method="kl")
+    np.testing.assert_allclose(loo.y, value, rtol=1e-12, atol=1e-300)

@@ -47,6 +47,8 @@ def test_median_ignores_order_and_offset_and_scales_with_the_square(data):
     assert median_sq_distance(big[perm]) == median_sq_distance(big)  # thinned, still order-free
     np.testing.assert_allclose(median_sq_distance(big), 2 * 2.366, rtol=0.05)  # 2 x the median of chi2(3)
     assert median_sq_distance(np.ones((5, 2))) == 1.0
+    assert median_sq_distance(np.full((5, 2), -3.0)) == 9.0  # all rows equal: max |z|^2, relative (#30)
+    assert median_sq_distance(np.zeros((5, 2))) == 1.0
 
 
 @pytest.mark.parametrize("text, factor", [("scale", 1.0), ("0.5*scale", 0.5), (" 2 * scale ", 2.0),

@@ -16,7 +16,7 @@ from scipy.spatial.distance import cdist
 
 from fastsm import config
 from fastsm.tgp.api import _pairs
-from fastsm.tgp.fitting import ridge
+from fastsm.tgp.fitting import output_spread, ridge
 from fastsm.tgp.model import Prediction, TGPModel, TGPParams
 from fastsm.tgp.prediction import _check_inputs, _check_model, _sm_value
 
@@ -44,7 +44,7 @@ def fit(X, Y, params: TGPParams | None = None, *, methods=("kl", "ikl", "sm"), t
     eye = np.eye(len(X))
     Wx, Wy, Wxy = (solve_triangular(L, eye, lower=True) for L in (Lx, Ly, Lxy))
     G = Wy @ Lx if "ikl" in methods else None
-    spread = float(np.sqrt(np.sum(np.var(Y, axis=0)))) or 1.0
+    spread = output_spread(Y)
     parts = dict(Wx=Wx, Wy=Wy, Wxy=Wxy, G=G, logdet_x=np.linalg.slogdet(Kx)[1],
                  logdet_y=np.linalg.slogdet(Ky)[1], logdet_xy=np.linalg.slogdet(Kxy)[1], y_spread=spread,
                  ridge_coef=ridge(X, Y, w))

@@ -165,6 +165,21 @@ def ridge(X: np.ndarray, Y: np.ndarray, sample_weight: np.ndarray | None = None)
     return np.vstack([coef, z[dx:] - mu @ coef])
 
 
+def output_spread(Y: np.ndarray) -> float:
+    """``sqrt(sum_c var(Y[:, c]))``, the unit of a model's step tolerance and trust radius.
+
+    Outputs that are all equal have no spread of their own; the unit then is relative to
+    them, ``eps * max |y|`` (the smallest normal float for all-zero outputs), so that the
+    prediction stays at the common value instead of moving by a unit that does not scale with
+    the data (it was 1.0: ``y = 0.002`` everywhere was predicted up to 0.22).
+    """
+    spread = float(np.sqrt(np.sum(np.var(Y, axis=0))))
+    if spread > 0.0:
+        return spread
+    top = float(np.max(np.abs(Y))) if Y.size else 0.0
+    return top * float(np.finfo(np.float64).eps) if top > 0.0 else float(np.finfo(np.float64).tiny)
+
+
 def ridge_frame(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The centre and per-column scale :func:`ridge` solves in: column means and root mean squares
     of the centred columns (1 for a constant column)."""
@@ -203,9 +218,9 @@ def factorize(X: np.ndarray, Y: np.ndarray, params, methods: tuple[str, ...], th
             fx, fy, fxy = (spd_factor(*j) for j in jobs)
         G = ikl_factor(fy[1], fx[0]) if "ikl" in methods else None
         coef = ridge(X, Y, sample_weight)
-    spread = float(np.sqrt(np.sum(np.var(Y, axis=0))))
+    spread = output_spread(Y)
     return {
         "Wx": fx[1], "Wy": fy[1], "Wxy": fxy[1], "G": G,
         "logdet_x": fx[2], "logdet_y": fy[2], "logdet_xy": fxy[2],
-        "y_spread": spread if spread > 0.0 else 1.0, "ridge_coef": coef,
+        "y_spread": spread, "ridge_coef": coef,
     }

@@ -25,7 +25,7 @@ import numpy as np
 
 from fastsm import config
 from fastsm._validation import check_choice, check_scalar
-from fastsm.tgp.fitting import ridge_frame
+from fastsm.tgp.fitting import output_spread, ridge_frame
 from fastsm.tgp.model import Prediction, TGPModel
 from fastsm.tgp.prediction import _check_model, _check_options, _optimize, _point_data, _warn_extrapolated, start
 
@@ -42,14 +42,14 @@ def loo_spread(Y: np.ndarray) -> np.ndarray:
     total = r2.sum() - r2 - r2 / (n - 1)  # sum over j != i of |y_j - mean_{-i}|^2
     s = np.sqrt(np.maximum(total, 0.0) / (n - 1))
     # the update cancels where the other outputs (nearly) coincide: there the spread is formed from
-    # them directly, as the refit does (a remainder of equal outputs has spread 0, hence 1)
+    # them directly, as the refit does (output_spread: a remainder of equal outputs has no spread)
     cancel = np.flatnonzero(total <= _CANCEL * (r2.sum() - r2 + r2 / (n - 1)))
     keep = np.ones(n, dtype=bool)
     for i in cancel:
         keep[i] = False
-        s[i] = np.sqrt(np.sum(np.var(Y[keep], axis=0)))
+        s[i] = output_spread(Y[keep])
         keep[i] = True
-    return np.where(s > 0.0, s, 1.0)
+    return s
 
 
 #: Relative size below which :func:`loo_spread`'s downdate has lost digits to cancellation (its

@@ -63,7 +63,7 @@ def median_sq_distance(Z: np.ndarray, sample_weight: np.ndarray | None = None) -
     rounding) on an offset, and scales with the square of a factor on
     ``Z``.  Above :data:`SCALE_MAX_ROWS` rows it is taken over that many,
     spread evenly over the rows sorted lexicographically (so still
-    independent of their order).  ``1.0`` when every row is the same.
+    independent of their order).  ``max |z|^2`` when every row is the same (1.0 for zeros).
     """
     from scipy.spatial.distance import pdist
 
@@ -76,17 +76,24 @@ def median_sq_distance(Z: np.ndarray, sample_weight: np.ndarray | None = None) -
         Z, w = Z[keep], w[keep]
         n = SCALE_MAX_ROWS
     if n < 2:
-        return 1.0
+        return _no_distance(Z)
     d = pdist(Z, "sqeuclidean")
     if sample_weight is None:
         d = d[d > 0.0]
-        return float(np.partition(d, (d.size - 1) // 2)[(d.size - 1) // 2]) if d.size else 1.0
+        return float(np.partition(d, (d.size - 1) // 2)[(d.size - 1) // 2]) if d.size else _no_distance(Z)
     i, j = np.triu_indices(n, 1)
     pw = w[i] * w[j]
     pos = (d > 0.0) & (pw > 0.0)
     if not pos.any():
-        return 1.0
+        return _no_distance(Z)
     return _weighted_lower_median(d[pos], pw[pos])
+
+
+def _no_distance(Z: np.ndarray) -> float:
+    """The median's stand-in when all rows are equal: ``max |z|^2``, which scales with the data as the
+    median does (1.0 for all-zero rows)."""
+    top = float(np.max(np.abs(Z))) ** 2 if Z.size else 0.0
+    return top if 0.0 < top < np.inf else 1.0
 
 
 def scale_gamma(Z, factor: float = 1.0, sample_weight=None) -> float:

@@ -21,7 +21,7 @@ from fastsm._kernels.factor_update import drop_index, rotate_and_drop
 from fastsm._kernels.rbf import rbf_cross, rbf_gram
 from fastsm._threads import thread_limits
 from fastsm._validation import as_2d
-from fastsm.tgp.fitting import _check_spread, check_sample_weight, informative, ridge
+from fastsm.tgp.fitting import _check_spread, check_sample_weight, informative, output_spread, ridge
 from fastsm.tgp.model import TGPModel
 from fastsm.tgp.prediction import _check_model
 
@@ -77,8 +77,7 @@ def _noise(lam: float, w: np.ndarray | None, m: int) -> np.ndarray:
 
 
 def _parts(X: np.ndarray, Y: np.ndarray, w, factors: dict, G) -> dict:
-    spread = float(np.sqrt(np.sum(np.var(Y, axis=0))))
-    return {**factors, "G": G, "y_spread": spread if spread > 0.0 else 1.0, "ridge_coef": ridge(X, Y, w)}
+    return {**factors, "G": G, "y_spread": output_spread(Y), "ridge_coef": ridge(X, Y, w)}
 
 
 def partial_fit(model: TGPModel, X_new, Y_new, *, sample_weight=None, threads: int | None = None) -> TGPModel:
