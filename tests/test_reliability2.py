@@ -229,3 +229,27 @@ def test_a_constant_target_is_predicted_as_that_constant(value):
     model = tgp.fit(X, np.column_stack([y, y]))
     loo = tgp.loo_predict(model, method="kl")
     np.testing.assert_allclose(loo.y, value, rtol=1e-12, atol=1e-300)
+
+
+# 9. huge sample weights
+
+def test_huge_sample_weights_neither_overflow_nor_change_the_widths():
+    """Before: w_i w_j overflowed in median_sq_distance for uniform weights >= ~1e154 (gamma_y 3.8 -> 1.1e6), and
+    select with weights 1e307 scored every row NaN and still returned a selection."""
+    from fastsm.tgp.params import TGPParams
+
+    X, _, Y, _ = datasets.random_structured(0, n_train=80, n_test=5, dx=3, dy=2)
+    ref = TGPParams().resolve(X, Y)
+    for c in (1e154, 1e200, 1e307, 1e-300):
+        assert TGPParams().resolve(X, Y, np.full(len(X), c)) == ref
+    w = np.random.default_rng(0).uniform(0.5, 2.0, len(X))
+    assert TGPParams().resolve(X, Y, w * 1e300) == TGPParams().resolve(X, Y, w)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        for cv in ("loo", 3):
+            sel = tgp.select(X, Y, sample_weight=np.full(len(X), 1e307), cv=cv, method="kl")
+            assert np.isfinite(sel.table["mean"]).all()
+        start = tgp.loo_predict(tgp.fit(X, Y, sample_weight=np.full(len(X), 1e307)), method="kl", init="linear",
+                                max_iter=0).y
+    np.testing.assert_allclose(start, tgp.loo_predict(tgp.fit(X, Y), method="kl", init="linear", max_iter=0).y,
+                               rtol=0, atol=1e-9)

@@ -144,7 +144,8 @@ def ridge(X: np.ndarray, Y: np.ndarray, sample_weight: np.ndarray | None = None)
 
     Solved by least squares (minimal norm), so one training point or
     identical inputs give the mean of ``Y`` rather than a singular system.
-    With ``sample_weight`` the squared residuals are weighted.
+    With ``sample_weight`` the squared residuals are weighted and the penalty
+    is multiplied by the mean weight: a common factor of the weights changes nothing.
     """
     n, dx = X.shape
     mu, scale = ridge_frame(X)
@@ -156,8 +157,11 @@ def ridge(X: np.ndarray, Y: np.ndarray, sample_weight: np.ndarray | None = None)
     A1 = np.hstack([Xc / scale, np.ones((n, 1))])
     Y1 = Y
     if sample_weight is not None:
-        s = np.sqrt(sample_weight)[:, None]
-        A1, Y1 = s * A1, s * Y
+        # the penalty scales with the mean weight (a common factor of the weights changes nothing);
+        # the objective is divided by max w: the same minimiser, and no overflow for huge weights
+        top = float(sample_weight.max())
+        s = np.sqrt(sample_weight / top)[:, None]
+        A1, Y1, r = s * A1, s * Y, r * float(np.mean(sample_weight / top))
     A = np.vstack([A1, np.hstack([np.diag(np.sqrt(r) / scale), np.zeros((dx, 1))])])
     b = np.vstack([Y1, np.zeros((dx, Y.shape[1]))])
     z = np.linalg.lstsq(A, b, rcond=None)[0]

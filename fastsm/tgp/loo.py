@@ -61,7 +61,7 @@ def loo_ridge(model: TGPModel) -> np.ndarray:
     """The ``init="linear"`` start of every leave-one-out model: ridge without point ``i``, at ``x_i``.
 
     The ridge of :func:`fastsm.tgp.fitting.ridge` (penalty ``1e-6`` times the
-    mean column sum of squares of the centred inputs, unpenalised bias,
+    mean column sum of squares of the centred inputs and the mean weight, unpenalised bias,
     weighted squared residuals), solved for all ``N`` left-out sets at once
     through their ``(dx+1)×(dx+1)`` normal equations (min-norm by a batched
     pseudo-inverse, as the refit's least squares).  O(N·dx^3).
@@ -69,6 +69,8 @@ def loo_ridge(model: TGPModel) -> np.ndarray:
     X, Y = model.X, model.Y
     n, dx = X.shape
     w = np.ones(n) if model.sample_weight is None else model.sample_weight
+    top = float(w.max())
+    w = w / top  # with the penalty divided by the same: the same minimisers, no overflow for huge weights
     # in the full set's centred, unit-scale columns (ridge_frame): the same minimisers, and
     # normal equations whose scale does not depend on the units of X
     mu, scale = ridge_frame(X)
@@ -81,7 +83,7 @@ def loo_ridge(model: TGPModel) -> np.ndarray:
     # the penalty of each N-1 set: 1e-6 * mean over columns of sum_j (x_j - mean)^2
     sq = Xc * Xc
     ss = (sq.sum(axis=0)[None] - sq - sq / (n - 1)).mean(axis=1)
-    r = 1e-6 * np.maximum(ss, 1e-300)
+    r = 1e-6 * np.maximum(ss, 1e-300) * ((w.sum() - w) / (n - 1))  # times each set's mean weight (/ top)
     diag = np.arange(dx)
     Gi[:, diag, diag] += r[:, None] / scale[None] ** 2
     coef = np.linalg.pinv(Gi, hermitian=True) @ Ri

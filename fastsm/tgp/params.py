@@ -70,6 +70,8 @@ def median_sq_distance(Z: np.ndarray, sample_weight: np.ndarray | None = None) -
     Z = np.asarray(Z, dtype=np.float64)
     n = Z.shape[0]
     w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    if sample_weight is not None and n and w.max() > 0.0:
+        w = w / w.max()  # a common factor changes nothing, and w_i w_j cannot overflow
     if n > SCALE_MAX_ROWS:
         order = np.lexsort(Z.T[::-1])
         keep = order[np.linspace(0, n - 1, SCALE_MAX_ROWS).round().astype(np.int64)]

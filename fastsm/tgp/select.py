@@ -372,7 +372,7 @@ def select(
     else:
         raise TypeError(f"cv must be 'loo', an int >= 2, a splitter with split(X, Y) or an iterable of "
                         f"(train, test) index pairs, got {cv!r}")
-    if folds is not None and w is not None and not any(w[va].sum() > 0.0 for _, va in folds):
+    if folds is not None and w is not None and not any((w[va] > 0.0).any() for _, va in folds):
         raise ValueError("sample_weight is zero on every validation fold: importance-weighted CV has nothing to score")
     opts = {"max_iter": max_iter, "tol": tol, "threads": threads}
     n_folds = 1 if folds is None else len(folds)
@@ -465,7 +465,11 @@ def select(
              for j, c in enumerate((*COLUMNS, "mean", "std", "converged", "extrapolated"))}
     table["method"] = np.array([r[-1] for r in rows])
     final_rows = np.flatnonzero(np.isin(table["method"], ("kl", "sm") if method == "auto" else (method,)))
-    best = int(final_rows[np.argmin(table["mean"][final_rows])])
+    scores = table["mean"][final_rows]
+    if not np.isfinite(scores).any():
+        raise ValueError("no setting could be scored: every candidate's validation error is NaN or infinite "
+                         "(check the targets, sample_weight and scoring)")
+    best = int(final_rows[np.nanargmin(np.where(np.isfinite(scores), scores, np.nan))])
     chosen = str(table["method"][best])
     params = TGPParams(**{c: float(table[c][best]) for c in COLUMNS[:4]},
                        alpha=alphas[0] if np.isnan(table["alpha"][best]) else float(table["alpha"][best]),
@@ -491,6 +495,8 @@ def _fold_errors(score_fn, Yv: np.ndarray, wv, pred) -> tuple:
     err = np.asarray(score_fn(Yv, pred.y), dtype=float).reshape(-1)
     if err.shape[0] != Yv.shape[0]:
         raise ValueError(f"scoring must return one error per validation point ({Yv.shape[0]}), got shape {err.shape}")
+    if wv is not None and wv.max() > 0.0:
+        wv = wv / wv.max()  # a common factor changes no average, and sums of huge weights cannot overflow
     return err, wv, pred.converged, pred.extrapolated
 
 
@@ -502,6 +508,6 @@ def _summary(folds_a: list, loo: bool) -> tuple[float, float, float, float]:
         std = float(np.sqrt(np.average((err - mean) ** 2, weights=wv)))
         return mean, std, float(conv.mean()), float(ex.mean())
     # a validation fold whose weights are all zero says nothing about the target: left out
-    means = np.array([np.average(e, weights=ww) for e, ww, _, _ in folds_a if ww is None or ww.sum() > 0.0])
+    means = np.array([np.average(e, weights=ww) for e, ww, _, _ in folds_a if ww is None or (ww > 0.0).any()])
     return (float(means.mean()), float(means.std()), float(np.concatenate([c for _, _, c, _ in folds_a]).mean()),
             float(np.concatenate([x for _, _, _, x in folds_a]).mean()))
