@@ -253,3 +253,21 @@ def test_huge_sample_weights_neither_overflow_nor_change_the_widths():
                                 max_iter=0).y
     np.testing.assert_allclose(start, tgp.loo_predict(tgp.fit(X, Y), method="kl", init="linear", max_iter=0).y,
                                rtol=0, atol=1e-9)
+
+
+# 10. integer weights = repeated rows above SCALE_MAX_ROWS
+
+@pytest.mark.parametrize("n, k", [(1200, 2), (2500, 3)])
+def test_integer_weights_give_the_widths_of_repeated_rows_above_the_thinning_threshold(n, k):
+    """Before: 1200 rows x weight 2 gave gamma_x 0.026257, the rows repeated to 2400: 0.026219."""
+    from fastsm.tgp.params import SCALE_MAX_ROWS, TGPParams
+
+    rng = np.random.default_rng(5)
+    X, Y = rng.standard_normal((n, 4)), rng.standard_normal((n, 2))
+    assert n * k > SCALE_MAX_ROWS
+    weighted = TGPParams().resolve(X, Y, np.full(n, float(k)))
+    repeated = TGPParams().resolve(np.repeat(X, k, axis=0), np.repeat(Y, k, axis=0))
+    assert weighted == repeated
+    w = rng.integers(1, 4, n)
+    assert TGPParams().resolve(X, Y, w.astype(float)) == TGPParams().resolve(np.repeat(X, w, axis=0),
+                                                                           np.repeat(Y, w, axis=0))

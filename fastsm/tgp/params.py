@@ -61,26 +61,37 @@ def median_sq_distance(Z: np.ndarray, sample_weight: np.ndarray | None = None) -
     give exactly what the repeated rows give, and duplicate rows do not
     pull it to 0.  It depends neither on the order of the rows nor (up to
     rounding) on an offset, and scales with the square of a factor on
-    ``Z``.  Above :data:`SCALE_MAX_ROWS` rows it is taken over that many,
-    spread evenly over the rows sorted lexicographically (so still
-    independent of their order).  ``max |z|^2`` when every row is the same (1.0 for zeros).
+    ``Z``.  Above :data:`SCALE_MAX_ROWS` rows, copies of a row become one
+    row weighted by their number, and if more than that many distinct rows
+    remain it is taken over that many, spread evenly over them sorted
+    lexicographically (so still independent of their order, and integer
+    weights still equal repeated rows).  ``max |z|^2`` when every row is the same (1.0 for zeros).
     """
     from scipy.spatial.distance import pdist
 
     Z = np.asarray(Z, dtype=np.float64)
     n = Z.shape[0]
-    w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
-    if sample_weight is not None and n and w.max() > 0.0:
-        w = w / w.max()  # a common factor changes nothing, and w_i w_j cannot overflow
+    w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    if w is not None and n and w.max() > 0.0:
+        w = np.ldexp(w, -np.frexp(w.max())[1])  # by a power of two, exactly: w_i w_j cannot overflow
+    if n > SCALE_MAX_ROWS:
+        # thinned over the distinct rows, each weighted by its copies: repeated rows and integer
+        # weights give the same set (and the same median) on either side of the threshold
+        Z, inv = np.unique(Z, axis=0, return_inverse=True)
+        counts = np.bincount(inv.reshape(-1), weights=None if w is None else w, minlength=Z.shape[0])
+        w = None if w is None and np.all(counts == 1.0) else counts.astype(np.float64)
+        if w is not None:
+            w = np.ldexp(w, -np.frexp(w.max())[1])
+        n = Z.shape[0]
     if n > SCALE_MAX_ROWS:
         order = np.lexsort(Z.T[::-1])
         keep = order[np.linspace(0, n - 1, SCALE_MAX_ROWS).round().astype(np.int64)]
-        Z, w = Z[keep], w[keep]
+        Z, w = Z[keep], None if w is None else w[keep]
         n = SCALE_MAX_ROWS
     if n < 2:
         return _no_distance(Z)
     d = pdist(Z, "sqeuclidean")
-    if sample_weight is None:
+    if w is None:
         d = d[d > 0.0]
         return float(np.partition(d, (d.size - 1) // 2)[(d.size - 1) // 2]) if d.size else _no_distance(Z)
     i, j = np.triu_indices(n, 1)
