@@ -212,9 +212,11 @@ class TwinGPRegressorCV(_TwinGPPredictMixin, RegressorMixin, BaseEstimator):
         Their validation score, scikit-learn's way: the negated mean error
         (higher is better; ``-best_score_`` is ``selection_.best_score``).
     best_index_ : int
-        Row of the choice in ``cv_results_``.
+        Row of the choice in ``cv_results_`` (its ``rank_test_score`` is 1, its
+        ``params`` equal ``best_params_``).
     cv_results_ : dict of str to ndarray
-        One row per setting scored, as ``GridSearchCV``'s: ``params``,
+        One row per candidate setting scored (``selection_.table`` also has
+        the kernel search's KLTGP rows of ``method="sm"``), as ``GridSearchCV``'s: ``params``,
         ``param_<name>`` (``param_method``: the predictor scored),
         ``mean_test_score``, ``std_test_score``, ``rank_test_score``, and
         the shares ``converged`` and ``extrapolated``.
@@ -268,30 +270,50 @@ class TwinGPRegressorCV(_TwinGPPredictMixin, RegressorMixin, BaseEstimator):
         self.alpha_, self.beta_, self.gamma_x_, self.gamma_y_ = p.alpha, p.beta, p.gamma_x, p.gamma_y
         self.lambda_x_, self.lambda_y_ = p.lambda_x, p.lambda_y
         self.best_params_ = {"method": sel.method, **{c: getattr(p, c) for c in COLUMNS}}
-        self.best_index_ = sel.best_index
+        # candidates of the final choice only (the kernel search's KLTGP rows of method="sm" are not
+        # settings it can return; they stay in selection_.table), alpha and beta as best_params_ has them
+        candidates = ("kl", "sm") if self.method == "auto" else (self.method,)
+        rows = np.flatnonzero(np.isin(sel.table["method"], candidates))
+        self.best_index_ = int(np.flatnonzero(rows == sel.best_index)[0])
         self.best_score_ = -sel.best_score
-        self.cv_results_ = _cv_results(sel.table)
+        d = tgp.TGPParams()
+        self.cv_results_ = _cv_results(sel.table, rows, _first(self.alphas, d.alpha), _first(self.betas, d.beta))
         self.selection_ = sel
         self.model_ = sel.model
         return self
 
 
-def _cv_results(table: dict) -> dict:
-    """:class:`fastsm.tgp.Selection`'s table in ``GridSearchCV``'s ``cv_results_`` layout."""
+def _first(values, default) -> float:
+    """The first entry of a grid as :func:`fastsm.tgp.select` reads it (a KLTGP choice's alpha, beta)."""
+    if values is None:
+        return float(default)
+    return float(values if np.isscalar(values) else tuple(values)[0])
+
+
+def _cv_results(table: dict, rows: np.ndarray, alpha: float, beta: float) -> dict:
+    """Rows ``rows`` of :class:`fastsm.tgp.Selection`'s table in ``GridSearchCV``'s ``cv_results_`` layout.
+
+    KLTGP rows (no ``alpha``, ``beta``) get ``alpha`` and ``beta`` (the values a KLTGP choice's
+    ``best_params_`` has), so every ``params`` entry is a valid parameter set; rank 1 is the
+    lowest mean error, non-finite means rank last.
+    """
     from scipy.stats import rankdata
 
-    names = COLUMNS
-    n = len(table["mean"])
-    out = {"params": [{"method": str(table["method"][i]), **{c: float(table[c][i]) for c in names}}
-                      for i in range(n)]}
-    out["param_method"] = np.asarray(table["method"])
-    for c in names:
-        out[f"param_{c}"] = np.asarray(table[c], dtype=float)
-    out["mean_test_score"] = -np.asarray(table["mean"], dtype=float)
-    out["std_test_score"] = np.asarray(table["std"], dtype=float)
-    out["rank_test_score"] = rankdata(table["mean"], method="min").astype(np.int32)
-    out["converged"] = np.asarray(table["converged"], dtype=float)
-    out["extrapolated"] = np.asarray(table["extrapolated"], dtype=float)
+    t = {c: np.asarray(v)[rows] for c, v in table.items()}
+    fill = {"alpha": alpha, "beta": beta}
+    for c, v in fill.items():
+        t[c] = np.where(np.isnan(t[c].astype(float)), v, t[c].astype(float))
+    n = rows.size
+    out = {"params": [{"method": str(t["method"][i]), **{c: float(t[c][i]) for c in COLUMNS}} for i in range(n)]}
+    out["param_method"] = np.asarray(t["method"])
+    for c in COLUMNS:
+        out[f"param_{c}"] = np.asarray(t[c], dtype=float)
+    mean = np.asarray(t["mean"], dtype=float)
+    out["mean_test_score"] = -mean
+    out["std_test_score"] = np.asarray(t["std"], dtype=float)
+    out["rank_test_score"] = rankdata(np.where(np.isfinite(mean), mean, np.inf), method="min").astype(np.int32)
+    out["converged"] = np.asarray(t["converged"], dtype=float)
+    out["extrapolated"] = np.asarray(t["extrapolated"], dtype=float)
     return out
 
 
