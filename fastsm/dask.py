@@ -36,6 +36,7 @@ from fastsm._progress import Progress
 from fastsm._validation import as_2d, check_int
 from fastsm.tgp.local import LocalTGPModel, chunk_rows
 from fastsm.tgp.model import Prediction, TGPModel
+from fastsm.tgp.prediction import _warn_extrapolated, quiet
 
 __all__ = ["predict", "gmm_pairwise"]
 
@@ -56,7 +57,8 @@ def _client(client) -> Client:
 
 
 def _predict_block(model, X, kwargs):
-    p = tgp.predict(model, X, **kwargs)
+    with quiet():  # the extrapolation warning is given once, by predict, in the caller's process
+        p = tgp.predict(model, X, **kwargs)
     return {name: getattr(p, name) for name in _FIELDS}
 
 
@@ -83,8 +85,8 @@ def _region_spans(sorted_labels: np.ndarray, block_size: int) -> list[tuple[int,
 def _region_order(model, X, client, model_f):
     """Region of every test point (computed where ``X`` lives) and the stable order that groups them."""
     if isinstance(X, da.Array):
-        blocks = client.compute(list(X.to_delayed().ravel()))
-        parts = [client.submit(_labels_block, model_f, blk, pure=False) for blk in blocks]
+        blocks = [blk for blk, rows in zip(X.to_delayed().ravel(), X.chunks[0], strict=True) if rows > 0]
+        parts = [client.submit(_labels_block, model_f, blk, pure=False) for blk in client.compute(blocks)]
         labels = np.concatenate(client.gather(parts)) if parts else np.empty(0, dtype=np.int64)
     else:
         labels = model.regions_of(X)
@@ -137,6 +139,8 @@ def predict(model, X, *, client=None, block_size: int | None = None, progress=Fa
     if isinstance(X, da.Array):
         if X.ndim != 2 or X.shape[1] != dx:
             raise ValueError(f"X must be a 2-D Dask array with {dx} columns, got shape {X.shape}")
+        if any(math.isnan(c) for c in X.chunks[0]):  # e.g. after boolean masking: computed once here
+            X = X.compute_chunk_sizes()
         X = X.rechunk({1: -1})
         if unit > 1 and X.shape[0] > 0:
             X = X.rechunk({0: unit * max(1, round(max(X.chunks[0]) / unit))})
@@ -189,6 +193,7 @@ def predict(model, X, *, client=None, block_size: int | None = None, progress=Fa
     out = {name: np.concatenate([results[a][name] for a, _ in spans]) for name in _FIELDS}
     if order is not None:  # back from region order to the order of X
         out = {name: _unsort(v, order) for name, v in out.items()}
+    _warn_extrapolated(out["extrapolated"], n, local=isinstance(model, LocalTGPModel))
     return Prediction(**out, method=predict_kwargs.get("method", "sm"))
 
 

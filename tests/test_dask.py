@@ -134,3 +134,48 @@ def test_region_blocks_are_cut_between_regions():
     spans = fdask._region_spans(labels, 3)
     assert spans == [(0, 5), (5, 10), (10, 11)]
     assert all(labels[a - 1] != labels[a] for a, _ in spans[1:])
+
+
+@pytest.fixture(scope="module")
+def threaded():
+    cluster = LocalCluster(n_workers=1, threads_per_worker=4, processes=False, dashboard_address=None)
+    client = Client(cluster)
+    yield client
+    client.close()
+    cluster.close()
+
+
+def test_one_extrapolation_warning_per_call_on_a_threaded_cluster(setup, threaded):
+    """#30 item 12.  Before: one warning per block (8 in one call) on a threaded cluster, none with processes."""
+    import warnings
+
+    from fastsm import ExtrapolationWarning
+
+    model, Xt, _, client = setup
+    far = Xt.copy()
+    far[::10] += 1e3
+    for c in (threaded, client):
+        with warnings.catch_warnings(record=True) as record:
+            warnings.simplefilter("always")
+            got = fdask.predict(model, far, client=c, block_size=32, method="kl")
+        ours = [w for w in record if issubclass(w.category, ExtrapolationWarning)]
+        assert len(ours) == 1 and f"{got.extrapolated.sum()} of {len(far)}" in str(ours[0].message)
+        assert ours[0].filename == __file__
+
+
+def test_region_model_with_an_empty_chunk_and_unknown_chunk_sizes(setup, threaded):
+    """#30 items 13 and 14.  Before: an empty Dask chunk gave "X must not be empty" for a region model, and a
+    Dask array with unknown chunk sizes (boolean masking) "X must have at least one row"."""
+    model, Xt, _, _ = setup
+    region = tgp.fit_local(model.X, model.Y, PARAMS, n_neighbors=40, share="region", region_size=20)
+    X = Xt[:60]
+    ref = tgp.predict(region, X, method="kl").y
+    empty = da.from_array(X, chunks=((25, 0, 35), (2,)))
+    assert 0 in empty.chunks[0]
+    np.testing.assert_array_equal(fdask.predict(region, empty, client=threaded, method="kl").y, ref)
+    keep = np.arange(len(X)) % 3 != 1
+    masked = da.from_array(X, chunks=(20, 2))[da.from_array(keep, chunks=20)]
+    assert any(np.isnan(c) for c in masked.chunks[0])
+    for m in (region, model):
+        np.testing.assert_array_equal(fdask.predict(m, masked, client=threaded, method="kl").y,
+                                      tgp.predict(m, X[keep], method="kl").y)

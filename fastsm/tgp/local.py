@@ -51,12 +51,10 @@ from fastsm import config
 from fastsm._progress import Progress
 from fastsm._threads import resolve_threads
 from fastsm._validation import as_2d, check_choice, check_int
-from fastsm._warn import warn
-from fastsm.exceptions import ExtrapolationWarning
 from fastsm.tgp import regions as _regions
 from fastsm.tgp.fitting import check_training, factorize
 from fastsm.tgp.model import Prediction, TGPModel, TGPParams
-from fastsm.tgp.prediction import _check_inputs, predict_global, quiet
+from fastsm.tgp.prediction import _check_inputs, _warn_extrapolated, predict_global, quiet
 
 SHARES = ("exact", "none", "cluster", "region")
 
@@ -369,8 +367,6 @@ def predict_local(model: LocalTGPModel, X, *, method: str, init, max_iter: int, 
                 for done in pool.map(run, groups):
                     bar.step(done)
     ex = out["ex"]
-    if ex.any():
-        warn(f"{int(ex.sum())} of {n} test inputs lie outside their local training inputs' kernel support: "
-             "their prediction is the start unchanged; see Prediction.extrapolated", ExtrapolationWarning)
+    _warn_extrapolated(ex, n, local=True)
     return Prediction(y=out["y"], log_certainty=out["lc"], n_iter=out["it"], n_eval=out["ev"], converged=out["cv"],
                       objective=out["obj"], criterion=out["f"], n_eta_floor=out["h"], extrapolated=ex, method=method)

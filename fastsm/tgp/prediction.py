@@ -191,8 +191,11 @@ def quiet() -> Iterator[None]:
         _QUIET.on = before
 
 
-def _warn_extrapolated(ex: np.ndarray, n: int) -> None:
-    if ex.any() and not getattr(_QUIET, "on", False):
+def _warn_extrapolated(ex: np.ndarray, n: int, local: bool = False) -> None:
+    if local and ex.any() and not getattr(_QUIET, "on", False):
+        warn(f"{int(ex.sum())} of {n} test inputs lie outside their local training inputs' kernel support: "
+             "their prediction is the start unchanged; see Prediction.extrapolated", ExtrapolationWarning)
+    elif ex.any() and not getattr(_QUIET, "on", False):
         warn(
             f"{int(ex.sum())} of {n} test inputs lie outside the training inputs' kernel support "
             f"(every k(x, x_i) < {config.EXTRAPOLATION_K:g}): their prediction is the start unchanged; "
