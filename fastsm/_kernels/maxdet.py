@@ -98,6 +98,7 @@ def maxdet_weights(Q, c, tol, max_newton):
     g = np.empty(m)
     H = np.empty((m, m))
     LH = np.empty((m, m))
+    Hd = np.empty(m)
     dw = np.empty(m)
     z = np.empty(m)
     wt = np.empty(m)
@@ -128,6 +129,18 @@ def maxdet_weights(Q, c, tol, max_newton):
                     H[k, j] = H[j, k]
                 H[j, j] += 1.0 / (w[j] * w[j])
             ok, _ = cholesky(H, LH)
+            # near the optimum H mixes entries 1/w_j^2 of inactive weights (~1e22) with the barrier
+            # terms of an active constraint G <= I: rounding can make it indefinite.  A relative
+            # diagonal shift (Levenberg) keeps a descent direction for the line search
+            shift = 1e-14
+            while not ok and shift < 1e-2:
+                for j in range(m):
+                    Hd[j] = H[j, j]
+                    H[j, j] = Hd[j] * (1.0 + shift)
+                ok, _ = cholesky(H, LH)
+                for j in range(m):
+                    H[j, j] = Hd[j]
+                shift *= 100.0
             if not ok:
                 return w, total, False
             for j in range(m):

@@ -29,6 +29,7 @@ import scipy.linalg
 from fastsm._kernels.maxdet import maxdet_rows
 from fastsm._threads import thread_limits
 from fastsm._validation import check_choice, check_int, check_scalar
+from fastsm._warn import warn
 from fastsm.gmm.mixture import GaussianMixture, check_mixtures
 
 
@@ -68,7 +69,8 @@ class NPEEmbedding:
     weights : ndarray (M, M)
         The neighbour weights ``W`` (rows: representatives).
     converged : ndarray (M,) of bool
-        Whether each MAXDET problem reached the requested duality gap.
+        Whether each MAXDET problem reached the requested duality gap (``fit_npe``
+        warns once, with the count, when one did not).
     estimated_dim : int
         ``l_hat``: eigenvalues above ``1e-3`` times the largest of the
         paper-form problem ([GMM] §5.1's estimate of the manifold dimension).
@@ -181,6 +183,9 @@ def fit_npe(
         w = np.empty(Qs.shape[0])
         status = np.zeros(M, dtype=np.int64)
         maxdet_rows(Qs, cs, offsets, tol, 200, w, status)
+    if status.any():
+        warn(f"the MAXDET weights of {int(np.count_nonzero(status))} of {M} representatives did not converge to "
+             f"tol = {tol:g}; see NPEEmbedding.converged", RuntimeWarning)
     W = np.zeros((M, M))
     for i, nb in enumerate(nbrs):
         W[i, nb] = w[offsets[i]:offsets[i + 1]]
