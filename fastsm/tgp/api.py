@@ -112,7 +112,10 @@ def predict(
         reports the SM value at the result.
     init : None, "linear", "kl" or array_like (n, dy)
         Start.  ``None``: ``"linear"`` (ridge regression) for KL/IKL and
-        ``"kl"`` (the KLTGP prediction, [SM] §5.2) for SM.
+        ``"kl"`` (the KLTGP prediction, [SM] §5.2) for SM.  Where the ridge
+        start leaves the training outputs' bounding box, the output of the
+        nearest training input replaces it if the objective is lower there
+        (a start far from the outputs can sit on a flat, spurious minimum).
     max_iter : int
         Maximum optimiser iterations per point (default 50, as [SM] §5.2).
     tol, ftol : float

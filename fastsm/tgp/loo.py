@@ -27,7 +27,15 @@ from fastsm import config
 from fastsm._validation import check_choice, check_scalar
 from fastsm.tgp.fitting import output_spread, ridge_frame
 from fastsm.tgp.model import Prediction, TGPModel
-from fastsm.tgp.prediction import _check_model, _check_options, _optimize, _point_data, _warn_extrapolated, start
+from fastsm.tgp.prediction import (
+    _check_model,
+    _check_options,
+    _optimize,
+    _point_data,
+    _warn_extrapolated,
+    start,
+    supported_start,
+)
 
 LooMethod = Literal["sm", "kl", "ikl"]
 
@@ -84,10 +92,19 @@ def loo_ridge(model: TGPModel) -> np.ndarray:
     sq = Xc * Xc
     ss = (sq.sum(axis=0)[None] - sq - sq / (n - 1)).mean(axis=1)
     r = 1e-6 * np.maximum(ss, 1e-300) * ((w.sum() - w) / (n - 1))  # times each set's mean weight (/ top)
+    # each set centred at its own mean, as its refit: a_j -> T_i a_j, T_i = [[I, -delta_i], [0, 1]] with
+    # delta_i = (mean_{-i} - mean) / scale; the minimiser is the same, but where a set's system is
+    # singular (e.g. one point left) the minimal-norm solution depends on the centre
+    delta = -(Xc / scale) / (n - 1)
+    T = np.broadcast_to(np.eye(dx + 1), (n, dx + 1, dx + 1)).copy()
+    T[:, :dx, dx] = -delta
+    Gi = T @ Gi @ T.transpose(0, 2, 1)
+    Ri = T @ Ri
     diag = np.arange(dx)
     Gi[:, diag, diag] += r[:, None] / scale[None] ** 2
     coef = np.linalg.pinv(Gi, hermitian=True) @ Ri
-    return np.einsum("ij,ijk->ik", A1, coef)
+    Ai = np.einsum("ijk,ik->ij", T, A1)
+    return np.einsum("ij,ijk->ik", Ai, coef)
 
 
 def loo_predict(
@@ -150,11 +167,12 @@ def loo_predict(
         raise ValueError("this model was fitted without 'ikl' in methods; refit with methods including 'ikl'")
     n, dy = model.n_train, model.Y.shape[1]
     spread = loo_spread(model.Y)
-    Y0 = start(init, method, (n, dy), "one start per training point", linear=lambda: loo_ridge(model),
+    held = np.arange(n, dtype=np.int64)
+    Y0 = start(init, method, (n, dy), "one start per training point",
+               linear=lambda: supported_start(model, model.X, loo_ridge(model), method, held, spread),
                kl=lambda: loo_predict(model, method="kl", init="linear", max_iter=max_iter, tol=tol, threads=threads,
                                       optimizer=optimizer, trust_radius=trust_radius, batch_size=batch_size,
                                       ftol=ftol).y)
-    held = np.arange(n, dtype=np.int64)
     res = _optimize(model, method, Y0, lambda s, e: _point_data(model, model.X[s:e], method, held[s:e]), held, spread,
                     max_iter=max_iter, tol=tol, ftol=ftol, trust_radius=trust_radius, optimizer=optimizer,
                     batch_size=batch_size, threads=threads)

@@ -72,7 +72,9 @@ def median_sq_distance(Z: np.ndarray, sample_weight: np.ndarray | None = None) -
     Z = np.asarray(Z, dtype=np.float64)
     n = Z.shape[0]
     w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
-    if w is not None and n and w.max() > 0.0:
+    if w is not None and n and np.all(w == w[0]):
+        w = None  # equal weights are no weights (exactly, whatever their value)
+    if w is not None and n and not 2.0**-400 < w.max() < 2.0**400:
         w = np.ldexp(w, -np.frexp(w.max())[1])  # by a power of two, exactly: w_i w_j cannot overflow
     if n > SCALE_MAX_ROWS:
         # thinned over the distinct rows, each weighted by its copies: repeated rows and integer
@@ -80,7 +82,7 @@ def median_sq_distance(Z: np.ndarray, sample_weight: np.ndarray | None = None) -
         Z, inv = np.unique(Z, axis=0, return_inverse=True)
         counts = np.bincount(inv.reshape(-1), weights=None if w is None else w, minlength=Z.shape[0])
         w = None if w is None and np.all(counts == 1.0) else counts.astype(np.float64)
-        if w is not None:
+        if w is not None and not 2.0**-400 < w.max() < 2.0**400:
             w = np.ldexp(w, -np.frexp(w.max())[1])
         n = Z.shape[0]
     if n > SCALE_MAX_ROWS:

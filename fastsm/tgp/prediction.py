@@ -135,6 +135,51 @@ def linear_start(X: np.ndarray, coef: np.ndarray) -> np.ndarray:
     return (X[:, :, None] * coef[None, :dx, :]).sum(axis=1) + coef[dx]
 
 
+def supported_start(model: TGPModel, X: np.ndarray, Y0: np.ndarray, method: str,
+                    held: np.ndarray | None = None, spread: np.ndarray | None = None) -> np.ndarray:
+    """The ridge start ``Y0``, or, where it leaves the training outputs' bounding box, the output of the
+    nearest training input if the objective is lower there.
+
+    A linear start outside the outputs can sit where the objective is flat (every ``k(y, y_i)`` small), on
+    a spurious minimum of the twin-GP objective far from the data (correlated inputs: a test input with
+    ``max k(x, x_i) = 0.999`` started at 3.9 for outputs in [-1.1, 1.1] and stayed there).  Rows are
+    independent; extrapolated inputs (no kernel support) keep the ridge start.  ``held``
+    (leave-one-out): each row's left-out training point, excluded from its bounds, its nearest
+    input and its objective; ``spread``: each row's model's output spread (default ``model.y_spread``).
+    """
+    Y = model.Y
+    if held is None:
+        lo, hi = Y.min(axis=0), Y.max(axis=0)
+    else:  # the bounds without the held-out row: the second extreme where the row is the extreme
+        srt = np.sort(Y, axis=0)
+        lo = np.where(Y[held] == srt[0], srt[min(1, len(Y) - 1)], srt[0])
+        hi = np.where(Y[held] == srt[-1], srt[max(-2, -len(Y))], srt[-1])
+    # beyond the box by more than rounding and a thousandth of the spread (the starts this is for lie
+    # one or more spreads out; a start on the box's edge must not flip with the last bit)
+    unit = model.y_spread if spread is None else np.asarray(spread, dtype=np.float64)[:, None]
+    margin = 1e-3 * unit + 1e-9 * np.abs(Y).max(axis=0)
+    out = np.flatnonzero(((Y0 < lo - margin) | (Y0 > hi + margin)).any(axis=1))
+    if out.size == 0 or method == "sm_cubic" or not np.isfinite(Y0[out]).all():
+        return Y0  # (start() reports an overflow)
+    Xo = np.ascontiguousarray(X[out])
+    ho = None if held is None else np.ascontiguousarray(held[out])
+    F, eta_x, _, ex = _point_data(model, Xo, method, ho)
+    Kx = np.empty((out.size, model.n_train))
+    rbf_cross(Xo, model.X, model.params.gamma_x, Kx)
+    if ho is not None:
+        Kx[np.arange(out.size), ho] = -1.0
+    nearest = np.ascontiguousarray(Y[np.argmax(Kx, axis=1)])
+    beta = 1.0 if method == "sm" else None
+    f_lin, f_near = np.empty(out.size), np.empty(out.size)
+    g = np.empty(nearest.shape)
+    evaluate(model, method, F, eta_x, np.ascontiguousarray(Y0[out]), f_lin, g, beta=beta, held=ho)
+    evaluate(model, method, F, eta_x, nearest, f_near, g, beta=beta, held=ho)
+    take = (f_near < f_lin) & ~ex
+    Y0 = Y0.copy()
+    Y0[out[take]] = nearest[take]
+    return Y0
+
+
 def start(init, method: str, shape: tuple[int, int], rows: str, *, linear, kl) -> np.ndarray:
     """The optimiser's start from ``init``: ``None``, ``"linear"``, ``"kl"`` or an array of ``shape``.
 
@@ -299,7 +344,7 @@ def predict_global(model: TGPModel, X: np.ndarray, *, method: str, init, max_ite
     """:func:`fastsm.tgp.predict` for a global model, with validated inputs and options."""
     n, dy = X.shape[0], model.Y.shape[1]
     Y0 = start(init, method, (n, dy), "n test points × dy",
-               linear=lambda: linear_start(X, model.ridge_coef),
+               linear=lambda: supported_start(model, X, linear_start(X, model.ridge_coef), method),
                kl=lambda: predict_global(model, X, method="kl", init="linear", max_iter=max_iter, tol=tol,
                                          threads=threads, optimizer=optimizer, trust_radius=trust_radius,
                                          batch_size=batch_size, progress=False, ftol=ftol).y)
