@@ -161,22 +161,24 @@ def supported_start(model: TGPModel, X: np.ndarray, Y0: np.ndarray, method: str,
     out = np.flatnonzero(((Y0 < lo - margin) | (Y0 > hi + margin)).any(axis=1))
     if out.size == 0 or method == "sm_cubic" or not np.isfinite(Y0[out]).all():
         return Y0  # (start() reports an overflow)
-    Xo = np.ascontiguousarray(X[out])
-    ho = None if held is None else np.ascontiguousarray(held[out])
-    F, eta_x, _, ex = _point_data(model, Xo, method, ho)
-    Kx = np.empty((out.size, model.n_train))
-    rbf_cross(Xo, model.X, model.params.gamma_x, Kx)
-    if ho is not None:
-        Kx[np.arange(out.size), ho] = -1.0
-    nearest = np.ascontiguousarray(Y[np.argmax(Kx, axis=1)])
-    beta = 1.0 if method == "sm" else None
-    f_lin, f_near = np.empty(out.size), np.empty(out.size)
-    g = np.empty(nearest.shape)
-    evaluate(model, method, F, eta_x, np.ascontiguousarray(Y0[out]), f_lin, g, beta=beta, held=ho)
-    evaluate(model, method, F, eta_x, nearest, f_near, g, beta=beta, held=ho)
-    take = (f_near < f_lin) & ~ex
     Y0 = Y0.copy()
-    Y0[out[take]] = nearest[take]
+    beta = 1.0 if method == "sm" else None
+    for s, e in _batches(out.size, config.DEFAULT_BATCH_SIZE):  # memory O(batch N), as the optimiser's
+        rows = out[s:e]
+        Xo = np.ascontiguousarray(X[rows])
+        ho = None if held is None else np.ascontiguousarray(held[rows])
+        F, eta_x, _, ex = _point_data(model, Xo, method, ho)
+        Kx = np.empty((rows.size, model.n_train))
+        rbf_cross(Xo, model.X, model.params.gamma_x, Kx)
+        if ho is not None:
+            Kx[np.arange(rows.size), ho] = -1.0
+        nearest = np.ascontiguousarray(Y[np.argmax(Kx, axis=1)])
+        f_lin, f_near = np.empty(rows.size), np.empty(rows.size)
+        g = np.empty(nearest.shape)
+        evaluate(model, method, F, eta_x, np.ascontiguousarray(Y0[rows]), f_lin, g, beta=beta, held=ho)
+        evaluate(model, method, F, eta_x, nearest, f_near, g, beta=beta, held=ho)
+        take = (f_near < f_lin) & ~ex
+        Y0[rows[take]] = nearest[take]
     return Y0
 
 
