@@ -239,14 +239,12 @@ def quiet() -> Iterator[None]:
 
 
 def _warn_extrapolated(ex: np.ndarray, n: int, local: bool = False) -> None:
-    if local and ex.any() and not getattr(_QUIET, "on", False):
-        warn(f"{int(ex.sum())} of {n} test inputs lie outside their local training inputs' kernel support: "
-             "their prediction is the start unchanged; see Prediction.extrapolated", ExtrapolationWarning)
-    elif ex.any() and not getattr(_QUIET, "on", False):
-        warn(
-            f"{int(ex.sum())} of {n} test inputs lie outside the training inputs' kernel support "
-            f"(every k(x, x_i) < {config.EXTRAPOLATION_K:g}): their prediction is the start unchanged; "
-            "see Prediction.extrapolated", ExtrapolationWarning)
+    """One ExtrapolationWarning for the call (none inside :func:`quiet`); ``local``: a local model's."""
+    if ex.any() and not getattr(_QUIET, "on", False):
+        whose = "their local" if local else "the"
+        warn(f"{int(ex.sum())} of {n} test inputs lie outside {whose} training inputs' kernel support "
+             f"(every k(x, x_i) < {config.EXTRAPOLATION_K:g}): their prediction is the start unchanged; "
+             "see Prediction.extrapolated", ExtrapolationWarning)
 
 
 def _optimize(model: TGPModel, method: str, Y0: np.ndarray, point_data, held, spread: np.ndarray, *,
