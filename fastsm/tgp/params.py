@@ -74,16 +74,16 @@ def median_sq_distance(Z: np.ndarray, sample_weight: np.ndarray | None = None) -
     w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
     if w is not None and n and np.all(w == w[0]):
         w = None  # equal weights are no weights (exactly, whatever their value)
-    if w is not None and n and not 2.0**-400 < w.max() < 2.0**400:
-        w = np.ldexp(w, -np.frexp(w.max())[1])  # by a power of two, exactly: w_i w_j cannot overflow
+    if w is not None and n:
+        w = _safe_scale(w)
     if n > SCALE_MAX_ROWS:
         # thinned over the distinct rows, each weighted by its copies: repeated rows and integer
         # weights give the same set (and the same median) on either side of the threshold
         Z, inv = np.unique(Z, axis=0, return_inverse=True)
         counts = np.bincount(inv.reshape(-1), weights=None if w is None else w, minlength=Z.shape[0])
         w = None if w is None and np.all(counts == 1.0) else counts.astype(np.float64)
-        if w is not None and not 2.0**-400 < w.max() < 2.0**400:
-            w = np.ldexp(w, -np.frexp(w.max())[1])
+        if w is not None:
+            w = _safe_scale(w)
         n = Z.shape[0]
     if n > SCALE_MAX_ROWS:
         order = np.lexsort(Z.T[::-1])
@@ -102,6 +102,11 @@ def median_sq_distance(Z: np.ndarray, sample_weight: np.ndarray | None = None) -
     if not pos.any():
         return _no_distance(Z)
     return _weighted_lower_median(d[pos], pw[pos])
+
+
+def _safe_scale(w: np.ndarray) -> np.ndarray:
+    """``w``, or beyond ``2^+-400`` ``w`` divided by a power of two (exact): ``w_i w_j`` cannot overflow."""
+    return w if 2.0**-400 < w.max() < 2.0**400 else np.ldexp(w, -np.frexp(w.max())[1])
 
 
 def _no_distance(Z: np.ndarray) -> float:
