@@ -7,7 +7,7 @@ here with NumPy from the returned coefficients and centres; ``F*`` comes from
 a high-accuracy solve (fastsm pfw + polish to a duality gap <= 1e-10, a
 certificate: ``F* - F <= gap``).
 
-Needs the optional peers: ``pip install -e ".[bench]"`` (adapt pulls in
+Needs the optional peers: ``pip install -e ".[peers]"`` (adapt pulls in
 TensorFlow).  Run: ``python benchmarks/shift_peers.py [--sizes 300 2000 5000]``.
 """
 

@@ -8,7 +8,7 @@ from fastsm import datasets, divergences, gmm, shift, tgp  # noqa: E402
 from fastsm._threads import threading_layer  # noqa: E402
 from fastsm.exceptions import ExtrapolationWarning  # noqa: E402
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = ["tgp", "shift", "divergences", "gmm", "datasets", "threading_layer", "ExtrapolationWarning",
            "__version__"]

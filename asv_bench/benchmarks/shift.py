@@ -3,7 +3,7 @@
 Fixed sigma = 0.3 on the [CS] §III-D toy with n_tr = n_te = n, every test
 point a centre.  ``track_*`` report the duality gap reached and the sparsity,
 so that a change of accuracy shows in the history beside the times.
-``Peers`` times densratio's KLIEP when it is installed (``.[bench]``).
+``Peers`` times densratio's KLIEP when it is installed (``.[peers]``).
 """
 
 from fastsm import datasets, shift
@@ -70,7 +70,7 @@ class Peers:
         try:
             from densratio import densratio
         except ImportError:
-            raise NotImplementedError("densratio is not installed (pip install fastsm[bench])") from None
+            raise NotImplementedError("densratio is not installed (pip install fastsm[peers])") from None
         d = datasets.covariate_shift_toy(n_train=n, n_test=n, seed=0)
         self.run = lambda: densratio(d.X_test, d.X_train, method="KLIEP", sigma=SIGMA, kernel_num=n, verbose=False)
         self.Xtr, self.Xte = d.X_train, d.X_test
