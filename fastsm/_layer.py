@@ -54,7 +54,7 @@ def configure_threading_layer() -> None:
     """
     if os.environ.get("NUMBA_THREADING_LAYER") or os.environ.get("NUMBA_THREADING_LAYER_PRIORITY"):
         return
-    if numba.config.THREADING_LAYER != "default" or _parallel_initialized():
+    if numba.config.THREADING_LAYER != "default" or _parallel_initialized():  # type: ignore[attr-defined]
         return
     for path in _tbb_candidates():
         try:
@@ -62,7 +62,7 @@ def configure_threading_layer() -> None:
             break
         except OSError:
             continue
-    numba.config.THREADING_LAYER_PRIORITY = list(_PRIORITY)
+    numba.config.THREADING_LAYER_PRIORITY = list(_PRIORITY)  # type: ignore[attr-defined]
 
 
 def threading_layer() -> str:

@@ -47,7 +47,7 @@ __all__ = ["configure_threading_layer", "threading_layer", "resolve_threads", "t
 def resolve_threads(threads: int | None) -> int:
     """Number of threads to use; ``None`` means all Numba threads."""
     if threads is None:
-        return numba.config.NUMBA_NUM_THREADS
+        return numba.config.NUMBA_NUM_THREADS  # type: ignore[attr-defined]
     if isinstance(threads, bool) or not isinstance(threads, numbers.Integral):
         raise TypeError(f"threads must be a positive int or None, got {threads!r}")
     threads = int(threads)

@@ -83,7 +83,7 @@ def as_rng(name: str, value) -> np.random.Generator:
         raise TypeError(f"{name} must be None, an int seed or a numpy.random.Generator, got {value!r}")
     if isinstance(value, numbers.Integral) and value < 0:
         raise ValueError(f"{name} must be a non-negative int seed, got {value}")
-    return np.random.default_rng(value)
+    return np.random.default_rng(int(value) if isinstance(value, numbers.Integral) else value)
 
 
 #: Inputs beyond this magnitude have squared distances that overflow float64 (1e154^2 * d).

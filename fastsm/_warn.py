@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import warnings
+from types import FrameType
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
@@ -16,7 +17,8 @@ def warn(message: str, category: type[Warning]) -> None:
     each other (``TwinGPRegressor.predict`` → ``tgp.predict`` → ...), so the level
     is found by walking the stack.
     """
-    frame, level = sys._getframe(0), 1
+    frame: FrameType | None = sys._getframe(0)
+    level = 1
     while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
         frame, level = frame.f_back, level + 1
     warnings.warn(message, category, stacklevel=level)

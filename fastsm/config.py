@@ -9,6 +9,8 @@ silently escaped in other projects (see umap's history).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numba
 
 #: LLVM fast-math flags used by every kernel: ``nsz`` only.  Every flag that lets LLVM choose
@@ -89,11 +91,13 @@ def kernel(*, parallel: bool = False, inline: bool = False):
         differing by 1e-13 between a process that compiled it and one that
         loaded it from the cache (``test_a_cold_and_a_warm_process_agree``).
     """
+    # numba's stubs type ``parallel`` as bool; it also takes the dict of passes to run
+    options: dict[str, Any] = {"parallel": dict(PRANGE_ONLY) if parallel else False}
     return numba.njit(
         cache=True,
         inline="always" if inline else "never",
         fastmath=set(FASTMATH_FLAGS),
-        parallel=dict(PRANGE_ONLY) if parallel else False,
         nogil=True,
         error_model="numpy",
+        **options,
     )

@@ -179,6 +179,7 @@ def predict(model, X, *, client=None, block_size: int | None = None, progress=Fa
             parts = client.compute(list(Xs.to_delayed().ravel()))
         else:
             parts = [X[order[a:b]] for a, b in spans]
+    assert parts is not None  # by_region computed them above
     futures = {}
     for (a, b), part in zip(spans, parts, strict=True):
         rows = slice(a, b) if order is None else order[a:b]

@@ -5,11 +5,14 @@ The order is that of scikit-learn's ``train_test_split``; every array is 2-D.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
 from fastsm._validation import check_int, check_scalar
+
+if TYPE_CHECKING:
+    from fastsm.gmm import GaussianMixture
 
 __all__ = ["toy1", "toy2", "random_structured", "smooth_manifold", "gmm_manifold", "covariate_shift_toy", "ShiftData",
            "digits_reconstruction", "center_mask", "linnerud"]
@@ -28,7 +31,8 @@ def _s_curve(y: np.ndarray) -> np.ndarray:
     return y + 0.3 * np.sin(2.0 * np.pi * y)
 
 
-def toy1(seed: int = 0, *, n_train: int = 500, n_test: int = 500, noise: float = 0.05):
+def toy1(seed: int = 0, *, n_train: int = 500, n_test: int = 500, noise: float = 0.05) -> tuple[np.ndarray,
+         np.ndarray, np.ndarray, np.ndarray]:
     """Bo & Sminchisescu's S-shaped toy ([SM] §5.1.1, Toy 1).
 
     Training outputs ``y ~ U(0, 1)``, inputs ``x = y + 0.3 sin(2 pi y) +
@@ -60,7 +64,8 @@ def toy1(seed: int = 0, *, n_train: int = 500, n_test: int = 500, noise: float =
     return x_tr[:, None], x_te[:, None], y_tr[:, None], y_te[:, None]
 
 
-def toy2(seed: int = 0, *, n_train: int = 500, n_test: int = 500, noise: float = 0.05):
+def toy2(seed: int = 0, *, n_train: int = 500, n_test: int = 500, noise: float = 0.05) -> tuple[np.ndarray,
+         np.ndarray, np.ndarray, np.ndarray]:
     """The double S of [SM] §5.1.2 (Toy 2).
 
     Two S shapes concatenated: ``y ~ U(-1, 1)`` with the Toy 1 map
@@ -86,7 +91,7 @@ def toy2(seed: int = 0, *, n_train: int = 500, n_test: int = 500, noise: float =
 
 
 def random_structured(seed: int = 0, *, n_train: int = 500, n_test: int = 100, dx: int = 5, dy: int = 16,
-                      noise: float = 0.05):
+                      noise: float = 0.05) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """A random smooth multi-output problem: ``y = tanh(x W1) W2 + noise``.
 
     Used by the tests and benchmarks for the dy = 16 case.
@@ -100,7 +105,7 @@ def random_structured(seed: int = 0, *, n_train: int = 500, n_test: int = 100, d
 
 
 def smooth_manifold(seed: int = 0, *, n_train: int = 2000, n_test: int = 500, dx: int = 10, dy: int = 8,
-                    latent: int = 3, noise: float = 0.01):
+                    latent: int = 3, noise: float = 0.01) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """A large-N structured-regression set: inputs and outputs on a ``latent``-dimensional manifold.
 
     Like pose data (image features and joint angles, both driven by a few
@@ -164,7 +169,7 @@ def gmm_manifold(
     c: float = 0.0,
     eps: float = 1e-5,
     seed: int = 0,
-):
+) -> tuple[list[GaussianMixture], np.ndarray]:
     """Synthetic two-class Gaussian mixtures on a low-dimensional manifold ([GMM] §5.1).
 
     Returns ``(mixtures, labels)``: ``n_mixtures`` :class:`fastsm.gmm.GaussianMixture`
@@ -272,7 +277,8 @@ def _sklearn_loader(name: str):
     return skd
 
 
-def digits_reconstruction(center: int = 4, seed: int = 0, *, test_size: float = 0.5):
+def digits_reconstruction(center: int = 4, seed: int = 0, *, test_size: float = 0.5) -> tuple[np.ndarray, np.ndarray,
+                          np.ndarray, np.ndarray]:
     """Image reconstruction on scikit-learn's handwritten digits ([SM] §5.1.3 on 8×8 images).
 
     Predict the central ``center × center`` pixels of each 8×8 digit from the

@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from fastsm._kernels import gaussian as _g
 from fastsm._threads import thread_limits
@@ -162,7 +163,8 @@ def _alpha(alpha):
     return a
 
 
-def log_chernoff(mu_p, S_p, mu_q, S_q, alpha: float, *, form: Form = "cholesky", threads: int | None = None):
+def log_chernoff(mu_p: ArrayLike, S_p: ArrayLike, mu_q: ArrayLike, S_q: ArrayLike, alpha: float, *,
+                 form: Form = "cholesky", threads: int | None = None) -> float | np.ndarray:
     """``log rho_a = log ∫ p(t)^a q(t)^(1-a) dt`` between Gaussians (MATH §4)."""
     a = _alpha(alpha)
     check_choice("form", form, ("cholesky", "nielsen"))
@@ -170,7 +172,8 @@ def log_chernoff(mu_p, S_p, mu_q, S_q, alpha: float, *, form: Form = "cholesky",
     return _shape((a - 1.0) * R, batch)
 
 
-def sm(mu_p, S_p, mu_q, S_q, alpha: float, beta: float, *, form: Form = "cholesky", threads: int | None = None):
+def sm(mu_p: ArrayLike, S_p: ArrayLike, mu_q: ArrayLike, S_q: ArrayLike, alpha: float, beta: float, *,
+       form: Form = "cholesky", threads: int | None = None) -> float | np.ndarray:
     """Sharma–Mittal divergence ``D_{a,b}(p : q)`` ([SM] Eq. 1, 3, 13, 18).
 
     Computed as ``expm1((b-1) R_a) / (b-1)`` from the Rényi divergence
@@ -208,7 +211,8 @@ def sm(mu_p, S_p, mu_q, S_q, alpha: float, beta: float, *, form: Form = "cholesk
         return _shape(np.expm1((b - 1.0) * R) / (b - 1.0), batch)
 
 
-def renyi(mu_p, S_p, mu_q, S_q, alpha: float, *, form: Form = "cholesky", threads: int | None = None):
+def renyi(mu_p: ArrayLike, S_p: ArrayLike, mu_q: ArrayLike, S_q: ArrayLike, alpha: float, *, form: Form = "cholesky",
+          threads: int | None = None) -> float | np.ndarray:
     """Rényi divergence ``R_a(p : q) = log(rho_a) / (a - 1)`` (the ``beta -> 1`` limit of :func:`sm`)."""
     a = _alpha(alpha)
     check_choice("form", form, ("cholesky", "nielsen"))
@@ -216,7 +220,8 @@ def renyi(mu_p, S_p, mu_q, S_q, alpha: float, *, form: Form = "cholesky", thread
     return _shape(R, batch)
 
 
-def tsallis(mu_p, S_p, mu_q, S_q, alpha: float, *, form: Form = "cholesky", threads: int | None = None):
+def tsallis(mu_p: ArrayLike, S_p: ArrayLike, mu_q: ArrayLike, S_q: ArrayLike, alpha: float, *,
+            form: Form = "cholesky", threads: int | None = None) -> float | np.ndarray:
     """Tsallis divergence ``T_a(p : q) = (rho_a - 1) / (a - 1)`` (:func:`sm` with ``beta = alpha``)."""
     a = _alpha(alpha)
     check_choice("form", form, ("cholesky", "nielsen"))
@@ -224,14 +229,16 @@ def tsallis(mu_p, S_p, mu_q, S_q, alpha: float, *, form: Form = "cholesky", thre
     return _shape(np.expm1((a - 1.0) * R) / (a - 1.0), batch)
 
 
-def bhattacharyya(mu_p, S_p, mu_q, S_q, *, form: Form = "cholesky", threads: int | None = None):
+def bhattacharyya(mu_p: ArrayLike, S_p: ArrayLike, mu_q: ArrayLike, S_q: ArrayLike, *, form: Form = "cholesky",
+                  threads: int | None = None) -> float | np.ndarray:
     """Bhattacharyya distance ``B = -log ∫ sqrt(p q) = R_{1/2} / 2``."""
     check_choice("form", form, ("cholesky", "nielsen"))
     R, batch = _renyi(mu_p, S_p, mu_q, S_q, 0.5, form, threads)
     return _shape(0.5 * R, batch)
 
 
-def kl(mu_p, S_p, mu_q, S_q, *, threads: int | None = None):
+def kl(mu_p: ArrayLike, S_p: ArrayLike, mu_q: ArrayLike, S_q: ArrayLike, *,
+       threads: int | None = None) -> float | np.ndarray:
     """Kullback–Leibler divergence ``KL(p || q)`` (the ``alpha, beta -> 1`` limit of :func:`sm`).
 
     ``1/2 [tr(S_q^-1 S_p) + Delta^T S_q^-1 Delta - d + log(|S_q| / |S_p|)]``

@@ -8,8 +8,11 @@ column and predicted back as 1-D, as scikit-learn users expect.
 from __future__ import annotations
 
 import numbers
+from typing import Any, cast
 
 import numpy as np
+
+from fastsm.tgp.prediction import Method
 
 try:
     from sklearn.base import BaseEstimator, RegressorMixin
@@ -20,7 +23,7 @@ except ImportError as exc:  # pragma: no cover - optional dependency
 from fastsm import config, shift, tgp
 from fastsm.shift.kliep import DEFAULT_MAX_ITER as KLIEP_MAX_ITER
 from fastsm.shift.kliep import DEFAULT_TOL as KLIEP_TOL
-from fastsm.tgp.select import COLUMNS, DEFAULT_ALPHAS, GAMMA_X_GRID, GAMMA_Y_GRID, LAMBDA_GRID, SEARCHES
+from fastsm.tgp.search import COLUMNS, DEFAULT_ALPHAS, GAMMA_X_GRID, GAMMA_Y_GRID, LAMBDA_GRID, SEARCHES
 
 __all__ = ["TwinGPRegressor", "TwinGPRegressorCV", "KLIEPWeights"]
 
@@ -45,14 +48,19 @@ def _methods(method: str) -> tuple[str, ...]:
 class _TwinGPPredictMixin:
     """``predict`` / ``partial_fit`` shared by both estimators (``model_``, ``_y_1d`` set by ``fit``)."""
 
-    _METHODS = ("sm", "kl", "ikl")
+    _METHODS: tuple[str, ...] = ("sm", "kl", "ikl")
+    # the estimators' parameters (set by their __init__)
+    method: str
+    max_iter: int
+    tol: float
+    n_jobs: int | None
 
     def _check_method(self):
         if self.method not in self._METHODS:
             raise ValueError(f"method must be one of {self._METHODS}, got {self.method!r}")
 
-    def _predict_method(self) -> str:
-        return self.method
+    def _predict_method(self) -> Method:
+        return cast(Method, self.method)  # checked by _check_method in fit
 
     def predict(self, X, return_certainty: bool = False):
         """Predicted outputs; with ``return_certainty`` also ``log phi`` per point ([SM] §4.2).
@@ -103,20 +111,25 @@ class TwinGPRegressor(_TwinGPPredictMixin, RegressorMixin, BaseEstimator):
 
     Parameters
     ----------
-    method : {"sm", "kl", "ikl"}
-        SMTGP ([SM] Eq. 16, started from KLTGP), KLTGP or IKLTGP.
+    method : {"kl", "sm", "ikl"}
+        KLTGP (default), SMTGP ([SM] Eq. 16, started from KLTGP) or IKLTGP.
     alpha, beta : float
-        SM order in (0, 1) and degree > 0 (``beta`` does not change the
-        prediction, [SM] Lemma 4.2).
+        SM order in (0, 1) and degree > 0 (SMTGP only; ``beta`` does not
+        change the prediction, [SM] Lemma 4.2).
     gamma_x, gamma_y : float or str
         RBF inverse widths ``k = exp(-gamma |a - b|^2)`` of inputs and
-        outputs, or ``"scale"`` (default) / ``"f*scale"``: relative to the
-        median squared distance between training rows
-        (:class:`fastsm.tgp.TGPParams`), so that predictions do not depend on
-        the units of ``X`` and ``y``.  ``model_.params`` holds the numbers.
+        outputs, or ``"scale"`` / ``"f*scale"``: relative to the median
+        squared distance between training rows (:class:`fastsm.tgp.TGPParams`),
+        so that predictions do not depend on the units of ``X`` and ``y``.
+        ``model_.params`` holds the numbers.
     lambda_x, lambda_y : float
         Regularisers (GP noise) of ``K_X`` and ``K_Y``, relative to the
         kernels' unit variance.
+
+    The defaults (KLTGP, ``gamma_x="0.5*scale"``, ``gamma_y="scale"``,
+    ``lambda_x=1e-3``, ``lambda_y=1``) are the setting :class:`TwinGPRegressorCV`
+    chooses most often on the real-data panel (docs/selection.md, "Defaults");
+    they need no cross-validation and keep the predictions independent of units.
     max_iter, tol : int, float
         Optimiser limits per test point (:func:`fastsm.tgp.predict`).
     n_jobs : int, optional
@@ -134,14 +147,15 @@ class TwinGPRegressor(_TwinGPPredictMixin, RegressorMixin, BaseEstimator):
     >>> from fastsm import datasets
     >>> from fastsm.sklearn import TwinGPRegressor
     >>> X, Xt, Y, Yt = datasets.toy1(n_train=200, n_test=50)
-    >>> reg = TwinGPRegressor(alpha=0.9).fit(X, Y.ravel())
+    >>> reg = TwinGPRegressor(method="sm", alpha=0.9).fit(X, Y.ravel())
     >>> y, log_phi = reg.predict(Xt, return_certainty=True)
     >>> y.shape, log_phi.shape
     ((50,), (50,))
     """
 
-    def __init__(self, method="sm", alpha=0.9, beta=1.5, gamma_x="scale", gamma_y="scale", lambda_x=1e-3,
-                 lambda_y=1e-3, max_iter=config.DEFAULT_MAX_ITER, tol=config.DEFAULT_TOL, n_jobs=None):
+    def __init__(self, method: str = "kl", alpha: float = 0.9, beta: float = 1.5, gamma_x: float | str = "0.5*scale",
+                 gamma_y: float | str = "scale", lambda_x: float = 1e-3, lambda_y: float = 1.0,
+                 max_iter: int = config.DEFAULT_MAX_ITER, tol: float = config.DEFAULT_TOL, n_jobs: int | None = None):
         self.method = method
         self.alpha = alpha
         self.beta = beta
@@ -181,7 +195,7 @@ class TwinGPRegressorCV(_TwinGPPredictMixin, RegressorMixin, BaseEstimator):
     method : {"auto", "sm", "kl", "ikl"}
         ``"auto"``: the better of KLTGP and SMTGP (``method_``).
     alphas, betas : sequence of float
-        SM orders tried after the kernels (default :data:`~fastsm.tgp.select.DEFAULT_ALPHAS`,
+        SM orders tried after the kernels (default :data:`~fastsm.tgp.search.DEFAULT_ALPHAS`,
         0.01 … 0.9) and degrees (one suffices).
     gammas_x, gammas_y : float, str or sequence, optional
         Width grids, numbers or ``"f*scale"`` strings; ``None``: ``"scale"``
@@ -244,8 +258,8 @@ class TwinGPRegressorCV(_TwinGPPredictMixin, RegressorMixin, BaseEstimator):
         self.tol = tol
         self.n_jobs = n_jobs
 
-    def _predict_method(self) -> str:
-        return self.method_
+    def _predict_method(self) -> Method:
+        return cast(Method, self.method_)
 
     def fit(self, X, y, sample_weight=None):
         """Select on ``X``, ``y`` (importance-weighted CV with ``sample_weight``) and refit on all of it."""
@@ -283,11 +297,12 @@ class TwinGPRegressorCV(_TwinGPPredictMixin, RegressorMixin, BaseEstimator):
         return self
 
 
-def _first(values, default) -> float:
+def _first(values: Any, default: float) -> float:
     """The first entry of a grid as :func:`fastsm.tgp.select` reads it (a KLTGP choice's alpha, beta)."""
     if values is None:
         return float(default)
-    return float(values if np.isscalar(values) else tuple(values)[0])
+    first: Any = values if np.isscalar(values) else tuple(values)[0]
+    return float(first)
 
 
 def _cv_results(table: dict, rows: np.ndarray, alpha: float, beta: float) -> dict:
@@ -304,7 +319,8 @@ def _cv_results(table: dict, rows: np.ndarray, alpha: float, beta: float) -> dic
     for c, v in fill.items():
         t[c] = np.where(np.isnan(t[c].astype(float)), v, t[c].astype(float))
     n = rows.size
-    out = {"params": [{"method": str(t["method"][i]), **{c: float(t[c][i]) for c in COLUMNS}} for i in range(n)]}
+    out: dict[str, Any] = {
+        "params": [{"method": str(t["method"][i]), **{c: float(t[c][i]) for c in COLUMNS}} for i in range(n)]}
     out["param_method"] = np.asarray(t["method"])
     for c in COLUMNS:
         out[f"param_{c}"] = np.asarray(t[c], dtype=float)

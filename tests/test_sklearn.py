@@ -17,7 +17,7 @@ from fastsm.sklearn import KLIEPWeights, TwinGPRegressor, TwinGPRegressorCV  # n
 
 # small grids keep the CV estimator's checks fast
 CV_SMALL = dict(alphas=(0.3, 0.7), betas=(1.5,), gammas_x=0.5, gammas_y=1.0, lambdas_x=1e-2, lambdas_y=1e-2, cv=3)
-FIXED = dict(gamma_x=0.5, gamma_y=1.0, lambda_x=1e-2, lambda_y=1e-2)
+FIXED = dict(method="sm", gamma_x=0.5, gamma_y=1.0, lambda_x=1e-2, lambda_y=1e-2)
 EXPECTED_FAILURES = {
     "check_non_transformer_estimators_n_iter": "max_iter bounds the per-point optimiser of predict; fit is a "
                                                "closed-form factorisation with no iterations to report",
@@ -35,7 +35,7 @@ SMTGP_FAILURES = EXPECTED_FAILURES | {
 
 
 def _expected(est):
-    return SMTGP_FAILURES if isinstance(est, TwinGPRegressor) else EXPECTED_FAILURES
+    return SMTGP_FAILURES if isinstance(est, TwinGPRegressor) and est.method == "sm" else EXPECTED_FAILURES
 
 
 @parametrize_with_checks([TwinGPRegressor(**FIXED), TwinGPRegressorCV(**CV_SMALL)], expected_failed_checks=_expected)
@@ -121,19 +121,23 @@ def toy():
 
 def test_estimator_equals_the_functional_api(toy):
     X, Xt, Y, _ = toy
-    reg = TwinGPRegressor(alpha=0.6).fit(X, Y.ravel())
-    p = tgp.predict(tgp.fit(X, Y, tgp.TGPParams(alpha=0.6)), Xt, method="sm")
-    assert reg.model_.params == tgp.fit(X, Y, tgp.TGPParams(alpha=0.6)).params  # "scale" resolved alike
+    reg = TwinGPRegressor(method="sm", alpha=0.6).fit(X, Y.ravel())
+    # the estimator's default kernels
+    params = tgp.TGPParams(gamma_x="0.5*scale", gamma_y="scale", lambda_x=1e-3, lambda_y=1.0, alpha=0.6)
+    p = tgp.predict(tgp.fit(X, Y, params), Xt, method="sm")
+    assert reg.model_.params == tgp.fit(X, Y, params).params  # "scale" resolved alike
     y, lc = reg.predict(Xt, return_certainty=True)
     assert y.shape == (40,)
     np.testing.assert_array_equal(y, p.y[:, 0])
     np.testing.assert_array_equal(lc, p.log_certainty)
     assert reg.predict(Xt[:3]).ndim == 1 and TwinGPRegressor().fit(X, Y).predict(Xt[:3]).shape == (3, 1)
+    default = TwinGPRegressor().fit(X, Y)
+    np.testing.assert_array_equal(default.predict(Xt), tgp.predict(tgp.fit(X, Y, params), Xt, method="kl").y)
 
 
 def test_pipeline_gridsearch_and_pickle(toy):
     X, Xt, Y, Yt = toy
-    pipe = make_pipeline(StandardScaler(), TwinGPRegressor(gamma_x=1.0, gamma_y=20.0))
+    pipe = make_pipeline(StandardScaler(), TwinGPRegressor(method="sm", gamma_x=1.0, gamma_y=20.0))
     gs = GridSearchCV(pipe, {"twingpregressor__alpha": [0.3, 0.9], "twingpregressor__beta": [0.5, 1.5]}, cv=3,
                       n_jobs=2).fit(X, Y.ravel())
     assert len(gs.cv_results_["mean_test_score"]) == 4

@@ -7,6 +7,7 @@ timing) and take the best of several repeats.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -100,7 +101,7 @@ def speedup_vs_reference(model, X, n_ref: int, threads: int | None = None, max_i
     max |y_fast - y_ref|, mean iterations fast, mean iterations reference)``.
     """
     Y0 = tgp.predict(model, X, method="kl", threads=threads).y
-    kw = dict(method="sm", max_iter=max_iter, tol=1e-10)
+    kw: dict[str, Any] = {"method": "sm", "max_iter": max_iter, "tol": 1e-10}
     tgp.predict(model, X[:8], init=Y0[:8], threads=threads, **kw)
     t0 = time.perf_counter()
     fast = tgp.predict(model, X, init=Y0, threads=threads, **kw)
@@ -300,7 +301,7 @@ def toy_kltgp(n: int = 2000, n_test: int = 500, threads: int | None = None, repe
 
 def main_whole(sizes=(1000,), batches=(200, 1000, "N"), threads: int | None = None) -> int:
     """``python -m fastsm bench``: whole-prediction roofline, equal-quality baseline, the toy timing."""
-    seen = set()
+    seen: set[tuple] = set()
     for n in sizes:
         bs = [b for b in dict.fromkeys(n if b == "N" else int(b) for b in batches) if (n, b) not in seen]
         seen.update((n, b) for b in bs)

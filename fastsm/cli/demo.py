@@ -7,6 +7,7 @@ import time
 import numpy as np
 
 from fastsm import datasets, tgp
+from fastsm.tgp.prediction import Method
 
 #: [SM] Table 2 (error) and Table 1 (alpha, beta); kernels gamma_x = 0.2, gamma_y = 20, lambda = 1e-4.
 PAPER = {
@@ -38,7 +39,8 @@ def run(threads: int | None = None, seed: int = 0, log=None) -> list[dict]:
         params = tgp.TGPParams(gamma_x=0.2, gamma_y=20.0, lambda_x=1e-4, lambda_y=1e-4,
                                alpha=cfg["alpha"], beta=cfg["beta"])
         model = tgp.fit(Xtr, Ytr, params, threads=threads)
-        for method in ("kl", "ikl", "sm"):
+        methods: tuple[Method, ...] = ("kl", "ikl", "sm")
+        for method in methods:
             tgp.predict(model, Xte[:4], method=method, threads=threads)  # warm-up: compile or load cache
             t0 = time.perf_counter()
             pred = tgp.predict(model, Xte, method=method, threads=threads)

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fastsm import datasets, tgp
+from fastsm.tgp.prediction import Method
 
 #: [SM] §5.2's alpha grid (0.05 … 0.95) and four smaller values, towards the KLTGP limit alpha -> 0 (MATH §3).
 ALPHAS = (0.001, 0.005, 0.01, 0.02, *(round(0.05 * k, 2) for k in range(1, 20)))
@@ -40,7 +41,7 @@ WIDTHS_Y = (0.25, 0.5, 1.0, 2.0, 4.0)
 #: Kernel ridge's grid: RBF widths (same convention) and ridge penalties.
 KRR_WIDTHS = (0.125, 0.25, 0.5, 1.0, 2.0, 4.0)
 KRR_ALPHAS = (1e-3, 1e-2, 1e-1, 1.0, 10.0)
-TGP_NAMES = {"sm": "SMTGP", "kl": "KLTGP", "ikl": "IKLTGP"}
+TGP_NAMES: dict[Method, str] = {"sm": "SMTGP", "kl": "KLTGP", "ikl": "IKLTGP"}
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,8 @@ def fit_tgps(X, Y, *, lambdas=(1e-3,), threads=None, cv="loo") -> TGPFit:
     alpha = tgp.select(X, Y, alphas=ALPHAS, betas=[0.99], gammas_x=p.gamma_x, gammas_y=p.gamma_y,
                        lambdas_x=p.lambda_x, lambdas_y=p.lambda_y, method="sm", scoring="euclidean", cv=cv,
                        threads=threads)
-    return TGPFit(alpha.model, kern, alpha, t1 - t0, time.perf_counter() - t1, p.gamma_x * mx, p.gamma_y * my)
+    gx, gy = p.widths()
+    return TGPFit(alpha.model, kern, alpha, t1 - t0, time.perf_counter() - t1, gx * mx, gy * my)
 
 
 def _describe(f: TGPFit, sm: bool) -> str:

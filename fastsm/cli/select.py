@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import numpy as np
 
 from fastsm import datasets, tgp
 from fastsm.cli.demo import PAPER
-from fastsm.tgp.select import PAPER_ALPHAS, PAPER_BETAS
+from fastsm.tgp.search import PAPER_ALPHAS, PAPER_BETAS
 
 #: [SM] Table 1 kernels (2 rho_x^2 = 5, 2 rho_y^2 = 0.05, lambda = 1e-4).
-KERNELS = {"gammas_x": 0.2, "gammas_y": 20.0, "lambdas_x": 1e-4, "lambdas_y": 1e-4}
+KERNELS: dict[str, Any] = {"gammas_x": 0.2, "gammas_y": 20.0, "lambdas_x": 1e-4, "lambdas_y": 1e-4}
 
 
 def run(*, cv="loo", threads=None, seed: int = 0, progress=True, log=print) -> list[dict]:

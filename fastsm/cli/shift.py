@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import numpy as np
 
 from fastsm import datasets, shift, tgp
+from fastsm.tgp.prediction import Method
 
 #: [CS] §III-D: nonzero mixing coefficients reported for KLIEP, FWCS, AFWCS, PFWCS.
 PAPER_NONZEROS = {"pg": 180, "fw": 73, "afw": 18, "pfw": 8}
@@ -21,8 +23,10 @@ def run_weights(data, *, sigma: float = SIGMA, threads: int | None = None, repea
     """Each solver at the paper's stopping rule (no polish) and to a gap <= 1e-8 (polished); best of ``repeat``."""
     rows = []
     for solver in shift.SOLVERS[::-1]:
-        for label, kw in (("paper rule", dict(polish=False, ftol=PAPER_FTOL, tol=0.0)),
-                          ("gap <= 1e-8", dict(polish=True, tol=1e-8))):
+        stops: tuple[tuple[str, dict[str, Any]], ...] = (
+            ("paper rule", {"polish": False, "ftol": PAPER_FTOL, "tol": 0.0}),
+            ("gap <= 1e-8", {"polish": True, "tol": 1e-8}))
+        for label, kw in stops:
             best = np.inf
             for _ in range(repeat):
                 t0 = time.perf_counter()
@@ -42,7 +46,8 @@ def run_regression(data, weights: np.ndarray, *, threads: int | None = None) -> 
     m0 = tgp.fit(data.X_train, data.Y_train, TOY_PARAMS, methods=("kl", "sm"), threads=threads)
     m1 = tgp.fit(data.X_train, data.Y_train, TOY_PARAMS, methods=("kl", "sm"), threads=threads,
                  sample_weight=weights)
-    for method, name in (("kl", "KLTGP"), ("sm", "SMTGP")):
+    methods: tuple[tuple[Method, str], ...] = (("kl", "KLTGP"), ("sm", "SMTGP"))
+    for method, name in methods:
         e0 = float(np.mean((tgp.predict(m0, data.X_test, method=method, threads=threads).y - data.Y_test) ** 2))
         e1 = float(np.mean((tgp.predict(m1, data.X_test, method=method, threads=threads).y - data.Y_test) ** 2))
         rows.append({"method": name, "mse": e0, "mse_iw": e1})

@@ -98,7 +98,8 @@ def _pair_divergences(A: _Stack, B: _Stack, I, J, spec):
     return out / (alpha - 1.0) if b == 1.0 else np.expm1(out * (1.0 - b) / (1.0 - alpha)) / (b - 1.0)
 
 
-def component_divergences(f: GaussianMixture, g: GaussianMixture, component="kl", *, threads=None) -> np.ndarray:
+def component_divergences(f: GaussianMixture, g: GaussianMixture, component: str = "kl", *,
+                          threads: int | None = None) -> np.ndarray:
     """The ``K_f × K_g`` matrix ``D(f_i || g_j)`` of component divergences."""
     A, B = _Stack([f], "f"), _Stack([g], "g")
     if A.dim != B.dim:
@@ -108,8 +109,9 @@ def component_divergences(f: GaussianMixture, g: GaussianMixture, component="kl"
         return _pair_divergences(A, B, I.ravel(), J.ravel(), _component_spec(component)).reshape(I.shape)
 
 
-def pairwise(mixtures_a, mixtures_b=None, method: str = "var", *, component="kl", n_samples: int = 100_000,
-             seed=None, threads: int | None = None) -> np.ndarray:
+def pairwise(mixtures_a: Sequence[GaussianMixture], mixtures_b: Sequence[GaussianMixture] | None = None,
+             method: str = "var", *, component: str = "kl", n_samples: int = 100_000,
+             seed: int | np.random.Generator | None = None, threads: int | None = None) -> np.ndarray:
     """Divergence ``D(a || b)`` for every pair of mixtures, in parallel.
 
     Parameters
@@ -176,14 +178,15 @@ def pairwise(mixtures_a, mixtures_b=None, method: str = "var", *, component="kl"
                 logf = np.empty((n_samples, 1))
                 sub = A.off[a:a + 2] - A.off[a]
                 k0, k1 = A.off[a], A.off[a + 1]
-                own = _k.Components(A.w[k0:k1], sub, A.M[k0:k1], A.S[k0:k1], A.L[k0:k1], A.ld[k0:k1])
-                _k.mixtures_logpdf(X, own, logf)
+                comps = _k.Components(A.w[k0:k1], sub, A.M[k0:k1], A.S[k0:k1], A.L[k0:k1], A.ld[k0:k1])
+                _k.mixtures_logpdf(X, comps, logf)
                 out[a] = np.mean(logf - logg, axis=0)
     return out
 
 
-def divergence(f: GaussianMixture, g: GaussianMixture, method: str = "var", *, component="kl",
-               n_samples: int = 100_000, seed=None, threads: int | None = None) -> float:
+def divergence(f: GaussianMixture, g: GaussianMixture, method: str = "var", *, component: str = "kl",
+               n_samples: int = 100_000, seed: int | np.random.Generator | None = None,
+               threads: int | None = None) -> float:
     """Approximate ``D(f || g)`` between two mixtures (see :func:`pairwise` and the module docstring)."""
     for name, m in (("f", f), ("g", g)):
         if not isinstance(m, GaussianMixture):

@@ -99,7 +99,7 @@ class GaussianMixture:
             raise ValueError(f"unknown covariance_type {kind!r}")
         return cls(model.weights_, model.means_, S)
 
-    def sample(self, n: int, seed=None) -> np.ndarray:
+    def sample(self, n: int, seed: int | np.random.Generator | None = None) -> np.ndarray:
         """``n`` samples (n, d), seeded with ``numpy.random.default_rng(seed)``."""
         rng = np.random.default_rng(seed)
         counts = rng.multinomial(n, self.weights)

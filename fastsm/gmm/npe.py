@@ -21,6 +21,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -104,7 +105,7 @@ def _neighbour_kl(P: np.ndarray) -> np.ndarray:
 
 
 def fit_npe(
-    mixtures,
+    mixtures: Sequence[GaussianMixture],
     n_components: int = 2,
     *,
     n_neighbors: int = 10,
@@ -270,7 +271,8 @@ def npe_distance(embedding: NPEEmbedding, f: GaussianMixture, g: GaussianMixture
     return float(_measure(transform(embedding, f), f.weights, transform(embedding, g), g.weights, measure))
 
 
-def npe_pairwise(embedding: NPEEmbedding, mixtures_a, mixtures_b=None, measure: str = "d1") -> np.ndarray:
+def npe_pairwise(embedding: NPEEmbedding, mixtures_a: Sequence[GaussianMixture],
+                 mixtures_b: Sequence[GaussianMixture] | None = None, measure: str = "d1") -> np.ndarray:
     """:func:`npe_distance` for every pair (each mixture is transformed once)."""
     check_choice("measure", measure, ("d1", "d2", "emd"))
     A = [(transform(embedding, f), f.weights) for f in mixtures_a]

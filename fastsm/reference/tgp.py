@@ -177,7 +177,7 @@ def predict(model, X, *, method="sm", init=None, max_iter=config.DEFAULT_MAX_ITE
     else:
         Y0 = np.asarray(init, dtype=float).reshape(n, dy)
     radius = trust_radius * model.y_spread
-    out = {k: [] for k in ("y", "f", "it", "ev", "cv")}
+    out: dict[str, list] = {k: [] for k in ("y", "f", "it", "ev", "cv")}
     # SMTGP: the beta = 1 transform is minimised, as in fastsm (its argmin is beta-free, [SM] Lemma 4.2)
     beta = 1.0 if method in ("sm", "sm_cubic") else None
     for i in range(n):

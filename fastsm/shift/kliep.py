@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from fastsm._kernels import frank_wolfe as fwk
 from fastsm._kernels import kliep_pg, kliep_polish
@@ -20,7 +21,7 @@ from fastsm._validation import as_2d, as_rng, check_distances
 from fastsm._warn import warn
 
 Solver = Literal["pfw", "afw", "fw", "pg"]
-SOLVERS: tuple[str, ...] = ("pfw", "afw", "fw", "pg")
+SOLVERS: tuple[Solver, ...] = ("pfw", "afw", "fw", "pg")
 _VARIANT = {"fw": kp.FW, "afw": kp.AFW, "pfw": kp.PFW, "pg": kp.PG}
 _REASON = {kp.STOP_GAP: "gap", kp.STOP_MAX_ITER: "max_iter", kp.STOP_OBJECTIVE: "objective",
            kp.STOP_LINE_SEARCH: "line_search"}
@@ -314,7 +315,7 @@ def _evaluate(C: np.ndarray, coef: np.ndarray, X: np.ndarray, gamma: float) -> n
     return out
 
 
-def weights_at(iw: ImportanceWeights, X) -> np.ndarray:
+def weights_at(iw: ImportanceWeights, X: ArrayLike) -> np.ndarray:
     """``w(x) = sum_l coef_l exp(-||x - c_l||^2 / (2 sigma^2))`` at new inputs ([CS] Eq. 1)."""
     if not isinstance(iw, ImportanceWeights):
         raise TypeError(f"iw must be an ImportanceWeights from estimate_weights, got {type(iw).__name__}")

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from fastsm._threads import resolve_threads
 from fastsm._validation import as_2d, as_float_array, as_rng, check_choice, check_int, check_scalar
@@ -65,20 +66,22 @@ class SigmaSelection:
         return f"SigmaSelection(method={self.method!r}, sigma={self.sigma:.4g}, n_sigmas={self.sigmas.size})"
 
 
-def default_sigmas(X_train, X_test, n: int = 9) -> np.ndarray:
+def default_sigmas(X_train: ArrayLike, X_test: ArrayLike, n: int = 9) -> np.ndarray:
     """``n`` widths from 1/8 to 2 times the median pairwise distance of the pooled inputs (log-spaced)."""
     X_train, X_test = check_pair(X_train, X_test)
     n = check_int("n", n, low=1)
     return median_distance(X_train, X_test) * 2.0 ** np.linspace(-3.0, 1.0, n)
 
 
-def weighted_kernel_ridge(X_fit, Y_fit, w_fit, X_eval, *, lam: float = 0.1, gamma: float | None = None):
+def weighted_kernel_ridge(X_fit: ArrayLike, Y_fit: ArrayLike, w_fit: ArrayLike, X_eval: ArrayLike, *, lam: float = 0.1,
+                          gamma: float | None = None) -> np.ndarray:
     """Importance-weighted kernel ridge regression: ``k(x, X) (K + lam W^-1)^-1 Y`` (RBF kernel).
 
     The default downstream regressor of IWCV (GP mean with noise
     ``lam / w_i``, MATH §6); ``gamma`` defaults to ``1 / (2 med^2)`` with
     ``med`` the median pairwise distance of ``X_fit``.
     """
+    X_fit, Y_fit, w_fit = np.asarray(X_fit, dtype=float), np.asarray(Y_fit, dtype=float), np.asarray(w_fit, dtype=float)
     keep = w_fit > 0.0
     X_fit, Y_fit, w_fit = X_fit[keep], Y_fit[keep], w_fit[keep]
     if gamma is None:
@@ -98,19 +101,19 @@ def _folds(n: int, n_folds: int, rng) -> list[np.ndarray]:
 
 
 def select_sigma(
-    X_train,
-    X_test,
+    X_train: ArrayLike,
+    X_test: ArrayLike,
     *,
     method: Literal["lcv", "iwcv"] = "lcv",
-    sigmas=None,
-    Y_train=None,
+    sigmas: ArrayLike | None = None,
+    Y_train: ArrayLike | None = None,
     regressor: Regressor | None = None,
     n_folds: int = 5,
-    centers=None,
+    centers: int | ArrayLike | None = None,
     solver: str = "pfw",
     tol: float = 1e-6,
     threads: int | None = None,
-    random_state=None,
+    random_state: int | np.random.Generator | None = None,
 ) -> SigmaSelection:
     """Choose the KLIEP width ``sigma`` by cross-validation.
 

@@ -7,6 +7,7 @@ selection (:mod:`fastsm.shift.select`), which itself fits KLIEP models.
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from fastsm import config
 from fastsm._threads import resolve_threads
@@ -25,18 +26,18 @@ from fastsm.shift.select import select_sigma
 
 
 def estimate_weights(
-    X_train,
-    X_test,
+    X_train: ArrayLike,
+    X_test: ArrayLike,
     *,
     solver: Solver = "pfw",
     sigma: float | None = None,
-    centers=None,
+    centers: int | ArrayLike | None = None,
     max_iter: int = DEFAULT_MAX_ITER,
     tol: float = DEFAULT_TOL,
     ftol: float = 0.0,
     polish: bool = True,
     threads: int | None = None,
-    random_state=None,
+    random_state: int | np.random.Generator | None = None,
 ) -> ImportanceWeights:
     """KLIEP importance weights ``w = p_te / p_tr`` at the training points ([CS] §III).
 

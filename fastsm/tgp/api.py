@@ -8,9 +8,11 @@ in :mod:`fastsm.tgp.prediction`, all numerical work in :mod:`fastsm._kernels`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from fastsm import config
 from fastsm._threads import Compute, run_interruptible
@@ -33,13 +35,13 @@ from fastsm.tgp.prediction import (
 
 
 def fit(
-    X,
-    Y,
+    X: ArrayLike,
+    Y: ArrayLike,
     params: TGPParams | None = None,
     *,
     methods: tuple[str, ...] | None = ("kl", "ikl", "sm"),
     threads: int | None = None,
-    sample_weight=None,
+    sample_weight: ArrayLike | None = None,
 ) -> TGPModel:
     """Precompute a twin-GP model from training data (importance-weighted with ``sample_weight``).
 
@@ -82,17 +84,17 @@ def fit(
 
 def predict(
     model: TGPModel,
-    X,
+    X: ArrayLike,
     *,
     method: Method = "sm",
-    init=None,
+    init: str | ArrayLike | None = None,
     max_iter: int = config.DEFAULT_MAX_ITER,
     tol: float = config.DEFAULT_TOL,
     threads: int | None = None,
     optimizer: Literal["bfgs", "gd"] = "bfgs",
     trust_radius: float = config.DEFAULT_TRUST_RADIUS,
     batch_size: int = config.DEFAULT_BATCH_SIZE,
-    progress=False,
+    progress: bool | Callable[[int, int], None] = False,
     ftol: float = config.DEFAULT_FTOL,
 ) -> Prediction:
     """Predict outputs by minimising a TGP objective for every test input.
@@ -175,7 +177,7 @@ def predict(
                           optimizer=optimizer, trust_radius=trust_radius, batch_size=batch_size, progress=progress,
                           ftol=ftol)
 
-def _pairs(model: TGPModel, X, Y):
+def _pairs(model: TGPModel, X, Y) -> tuple[np.ndarray, np.ndarray]:
     X = _check_inputs(model, X)
     Y = as_2d("Y", Y)
     if Y.shape != (X.shape[0], model.Y.shape[1]):
@@ -185,14 +187,14 @@ def _pairs(model: TGPModel, X, Y):
 
 def objective(
     model: TGPModel,
-    X,
-    Y,
+    X: ArrayLike,
+    Y: ArrayLike,
     *,
     method: Method = "sm",
     return_gradient: bool = False,
     threads: int | None = None,
     batch_size: int = config.DEFAULT_BATCH_SIZE,
-):
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """The prediction objective at given outputs (diagnostics, comparisons).
 
     Row ``i`` evaluates the objective of test input ``X[i]`` at ``Y[i]``:
@@ -223,7 +225,7 @@ def objective(
     run_interruptible(threads, body, flops=6.0 * n * model.n_train**2)
     return (val, grad) if return_gradient else val
 
-def certainty(model: TGPModel, X, Y, *, threads: int | None = None,
+def certainty(model: TGPModel, X: ArrayLike, Y: ArrayLike, *, threads: int | None = None,
               batch_size: int = config.DEFAULT_BATCH_SIZE) -> np.ndarray:
     """``log phi_a(x, y)`` ([SM] §4.2, Lemma 4.1) for given input/output pairs.
 

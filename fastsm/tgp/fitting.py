@@ -80,7 +80,8 @@ def informative(w: np.ndarray, params) -> np.ndarray:
     return w > np.finfo(np.float64).eps * lam if lam > 0.0 else w > 0.0
 
 
-def check_training(X, Y, params, methods, sample_weight=None):
+def check_training(X, Y, params: TGPParams, methods, sample_weight=None) -> tuple[
+        np.ndarray, np.ndarray, tuple[str, ...], np.ndarray | None, TGPParams]:
     """Validated copies of the training data, the method tuple, the weights and the resolved parameters.
 
     ``"scale"`` widths are resolved on the points kept (:meth:`TGPParams.resolve`).

@@ -42,8 +42,10 @@ from __future__ import annotations
 import math
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.cluster.vq import kmeans2
 from scipy.spatial import cKDTree
 
@@ -148,14 +150,16 @@ class LocalTGPModel:
         """Region models factorised by this model object so far (``share="region"``)."""
         return self.cache.n_factorized
 
-    def regions_of(self, X) -> np.ndarray:
+    def regions_of(self, X: ArrayLike) -> np.ndarray:
         """The region of each row of ``X`` (its nearest centroid), ``(n,)`` int64."""
         if self.share != "region":
             raise ValueError(f"regions_of needs a model fitted with share='region', not {self.share!r}")
         X = _check_inputs(self, X)
+        assert self.center_tree is not None and self.centers is not None  # set by share='region'
         return _regions.nearest(self.center_tree, X, self.centers, 1)[:, 0].astype(np.int64)
 
-    def factorize_regions(self, method: str = "sm", regions=None, *, threads: int | None = None) -> int:
+    def factorize_regions(self, method: str = "sm", regions: ArrayLike | None = None, *,
+                          threads: int | None = None) -> int:
         """Factorise the models of ``regions`` (default: all) for ``method`` now; returns how many were built.
 
         The models are cached as by a prediction (within ``cache_bytes``);
@@ -165,7 +169,7 @@ class LocalTGPModel:
             raise ValueError(f"factorize_regions needs a model fitted with share='region', not {self.share!r}")
         check_choice("method", method, ("kl", "ikl", "sm"))
         if regions is None:
-            todo = range(self.n_regions)
+            todo = np.arange(self.n_regions)
         else:
             r = np.asarray(regions)
             if r.dtype.kind not in "iu":
@@ -196,12 +200,15 @@ def _fit_members(model: LocalTGPModel, members: np.ndarray, methods: tuple[str, 
 
 
 def _region_model(model: LocalTGPModel, region: int, methods: tuple[str, ...]) -> TGPModel:
-    return model.cache.get(region, methods, lambda wanted: _fit_members(model, model.members[region], wanted))
+    members = model.members
+    assert members is not None  # share='region'
+    return model.cache.get(region, methods, lambda wanted: _fit_members(model, members[region], wanted))
 
 
-def fit_local(X, Y, params: TGPParams | None = None, *, n_neighbors: int = 800, share: str = "exact",
+def fit_local(X: ArrayLike, Y: ArrayLike, params: TGPParams | None = None, *, n_neighbors: int = 800,
+              share: str = "exact",
               group_size: int = 32, region_size: int | None = None, cache_bytes: int = config.LOCAL_CACHE_BYTES,
-              eager: bool = False, threads: int | None = None, sample_weight=None) -> LocalTGPModel:
+              eager: bool = False, threads: int | None = None, sample_weight: ArrayLike | None = None) -> LocalTGPModel:
     """A KNN-local twin GP: each test point gets the model of its ``n_neighbors`` nearest training inputs.
 
     Parameters
@@ -281,14 +288,16 @@ def _neighbours(model: LocalTGPModel, X: np.ndarray) -> np.ndarray:
     return np.sort(_regions.nearest(model.tree, X, model.X, model.n_neighbors), axis=1)
 
 
-def neighbour_groups(model: LocalTGPModel, X: np.ndarray, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
+def neighbour_groups(model: LocalTGPModel, X: np.ndarray, seed: int = 0) -> list[tuple[np.ndarray, Any]]:
     """``[(test rows, sorted training indices), ...]``: the local models a prediction of ``X`` needs.
 
-    ``X`` is one chunk (:func:`chunk_rows`): the ``(n, K)`` neighbour
+    With ``share='region'`` the second entry is the region (an int).  ``X`` is one chunk
+    (:func:`chunk_rows`): the ``(n, K)`` neighbour
     indices are held at once.
     """
     k = model.n_neighbors
     if model.share == "region":  # [(test rows, region)], regions in increasing order
+        assert model.center_tree is not None and model.centers is not None
         labels = _regions.nearest(model.center_tree, X, model.centers, 1)[:, 0]
         order = np.argsort(labels, kind="stable")
         bounds = np.flatnonzero(np.diff(labels[order])) + 1

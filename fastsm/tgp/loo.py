@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from fastsm import config
 from fastsm._validation import check_choice, check_scalar
@@ -111,7 +112,7 @@ def loo_predict(
     model: TGPModel,
     *,
     method: LooMethod = "sm",
-    init=None,
+    init: str | ArrayLike | None = None,
     max_iter: int = config.DEFAULT_MAX_ITER,
     tol: float = config.DEFAULT_TOL,
     threads: int | None = None,

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from fastsm._validation import check_scalar
 
@@ -53,7 +54,7 @@ def _weighted_lower_median(d: np.ndarray, w: np.ndarray) -> float:
     return float(d[order][np.searchsorted(cum, 0.5 * cum[-1])])
 
 
-def median_sq_distance(Z: np.ndarray, sample_weight: np.ndarray | None = None) -> float:
+def median_sq_distance(Z: ArrayLike, sample_weight: ArrayLike | None = None) -> float:
     """Median squared distance between distinct rows of ``Z`` (pairs at distance 0 are left out).
 
     The lower weighted median over pairs ``i < j`` with weights
@@ -109,14 +110,15 @@ def _safe_scale(w: np.ndarray) -> np.ndarray:
     return w if 2.0**-400 < w.max() < 2.0**400 else np.ldexp(w, -np.frexp(w.max())[1])
 
 
-def _no_distance(Z: np.ndarray) -> float:
+def _no_distance(Z: ArrayLike) -> float:
     """The median's stand-in when all rows are equal: ``max |z|^2``, which scales with the data as the
     median does (1.0 for all-zero rows)."""
+    Z = np.asarray(Z)
     top = float(np.max(np.abs(Z))) ** 2 if Z.size else 0.0
     return top if 0.0 < top < np.inf else 1.0
 
 
-def scale_gamma(Z, factor: float = 1.0, sample_weight=None) -> float:
+def scale_gamma(Z: ArrayLike, factor: float = 1.0, sample_weight: ArrayLike | None = None) -> float:
     """``factor / median_sq_distance(Z)``.
 
     ``gamma_x="f*scale"`` resolves to ``scale_gamma(X, f * SCALE_X)`` and
@@ -180,7 +182,14 @@ class TGPParams:
         """Whether both widths are numbers (not ``"scale"``)."""
         return not (isinstance(self.gamma_x, str) or isinstance(self.gamma_y, str))
 
-    def resolve(self, X, Y, sample_weight=None) -> TGPParams:
+    def widths(self) -> tuple[float, float]:
+        """``(gamma_x, gamma_y)`` as numbers; a :class:`ValueError` while either is still ``"scale"``."""
+        gx, gy = self.gamma_x, self.gamma_y
+        if isinstance(gx, str) or isinstance(gy, str):
+            raise ValueError(f"the widths are relative to training data ({gx!r}, {gy!r}): resolve() them first")
+        return gx, gy
+
+    def resolve(self, X: ArrayLike, Y: ArrayLike, sample_weight: ArrayLike | None = None) -> TGPParams:
         """These parameters with ``"scale"`` widths turned into numbers for training data ``X``, ``Y``.
 
         ``sample_weight`` weighs the pairs of the median (integer weights

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterator
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numba
 import numpy as np
@@ -30,6 +30,9 @@ from fastsm.exceptions import ExtrapolationWarning
 from fastsm.tgp.fitting import METHODS
 from fastsm.tgp.model import Prediction, TGPModel
 
+if TYPE_CHECKING:
+    from fastsm.tgp.local import LocalTGPModel
+
 Method = Literal["sm", "kl", "ikl", "sm_cubic"]
 
 
@@ -44,7 +47,7 @@ def _check_model(model) -> TGPModel:
     return model
 
 
-def _check_inputs(model: TGPModel, X, name: str = "X") -> np.ndarray:
+def _check_inputs(model: TGPModel | LocalTGPModel, X, name: str = "X") -> np.ndarray:
     X = as_2d(name, X)
     if X.shape[1] != model.X.shape[1]:
         raise ValueError(f"{name} must have {model.X.shape[1]} columns (the training inputs' dx), got {X.shape[1]}")
@@ -322,7 +325,7 @@ def evaluate(model: TGPModel, method: str, F, eta_x, Yb, val, grad, *, beta: flo
 def _objective(model: TGPModel, method: str, beta: float) -> obj.Objective:
     """The kernels' view of ``model`` for ``method`` (``beta = 1``: the beta-free SM transform)."""
     p = model.params
-    return obj.Objective(_METHOD_CODE[method], model.Y, p.gamma_y, 1.0 + p.lambda_y, 1.0 + p.lambda_x, p.alpha,
+    return obj.Objective(_METHOD_CODE[method], model.Y, p.widths()[1], 1.0 + p.lambda_y, 1.0 + p.lambda_x, p.alpha,
                          float(beta), _floor(model), *_factors(model, method), float(model.logdet_y),
                          float(model.logdet_x))
 

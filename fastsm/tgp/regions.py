@@ -21,9 +21,13 @@ import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy.spatial import cKDTree
+
+if TYPE_CHECKING:
+    from fastsm.tgp.model import TGPModel
 
 
 def partition(X: np.ndarray, region_size: int) -> np.ndarray:
@@ -110,7 +114,7 @@ class ModelCache:
         self.max_bytes = max_bytes
         self.n_factorized = 0
         self.nbytes = 0
-        self._models: OrderedDict[int, object] = OrderedDict()
+        self._models: OrderedDict[int, TGPModel] = OrderedDict()
         self._lock = threading.Lock()
         self._pending: dict[int, threading.Lock] = {}
         _CACHES.add(self)
@@ -126,14 +130,14 @@ class ModelCache:
     def __len__(self) -> int:
         return len(self._models)
 
-    def _lookup(self, region: int, methods: tuple[str, ...]):
+    def _lookup(self, region: int, methods: tuple[str, ...]) -> TGPModel | None:
         model = self._models.get(region)
         if model is not None and set(methods) <= set(model.methods):
             self._models.move_to_end(region)
             return model
         return None
 
-    def get(self, region: int, methods: tuple[str, ...], build: Callable[[tuple[str, ...]], object]):
+    def get(self, region: int, methods: tuple[str, ...], build: Callable[[tuple[str, ...]], TGPModel]):
         """The model of ``region`` for ``methods``: cached, or ``build(methods)`` (then cached if it fits).
 
         A cached model of the region for other methods is rebuilt for both

@@ -1,5 +1,8 @@
 """Hyperparameter selection by cross-validation: exact leave-one-out or k-fold ([SM] §5.2).
 
+The grids and the coordinate search are in :mod:`fastsm.tgp.search`, the scoring in
+:mod:`fastsm.tgp.scoring`; this module runs them.
+
 The grid is the product of ``gamma_x × gamma_y × lambda_x × lambda_y ×
 alpha × beta``.  What is shared:
 
@@ -25,54 +28,35 @@ import numbers
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any, cast
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from fastsm import config
 from fastsm._progress import Progress
 from fastsm._threads import thread_limits
-from fastsm._validation import as_2d, as_rng, check_choice, check_int, check_scalar
+from fastsm._validation import as_2d, check_choice
 from fastsm._warn import warn
 from fastsm.exceptions import ExtrapolationWarning
 from fastsm.tgp.api import fit, predict
 from fastsm.tgp.fitting import check_sample_weight, informative, spd_factor, weighted_gram
-from fastsm.tgp.loo import loo_predict
+from fastsm.tgp.loo import LooMethod, loo_predict
 from fastsm.tgp.model import TGPModel, TGPParams
-from fastsm.tgp.params import SCALE_X, SCALE_Y, scale_factor, scale_gamma
+from fastsm.tgp.params import SCALE_X, SCALE_Y
 from fastsm.tgp.prediction import quiet
-
-#: [SM] §5.2: alpha from 0 to 1 in steps of 0.05 (the open interval), beta in {0.5, 0.99, 1.5}.
-PAPER_ALPHAS: tuple[float, ...] = tuple(round(0.05 * k, 2) for k in range(1, 20))
-PAPER_BETAS: tuple[float, ...] = (0.5, 0.99, 1.5)
-COLUMNS = ("gamma_x", "gamma_y", "lambda_x", "lambda_y", "alpha", "beta")
-#: TwinGPRegressorCV's default width grids: 1/64 … 4 and 1/8 … 2 times ``"scale"`` (docs/realdata.md).
-GAMMA_X_GRID: tuple[str, ...] = tuple("scale" if k == 0 else f"{2.0 ** k:g}*scale" for k in range(-6, 3))
-GAMMA_Y_GRID: tuple[str, ...] = tuple("scale" if k == 0 else f"{2.0 ** k:g}*scale" for k in range(-3, 2))
-#: TwinGPRegressorCV's default grid of lambda_x and of lambda_y.
-LAMBDA_GRID: tuple[float, ...] = (1e-4, 1e-3, 1e-2, 1e-1, 1.0)
-#: TwinGPRegressorCV's default alphas: from near the KLTGP limit (alpha -> 0) to [SM] Toy 1's 0.9.
-DEFAULT_ALPHAS: tuple[float, ...] = (0.01, 0.1, 0.25, 0.5, 0.75, 0.9)
-#: Rounds of the coordinate search at most (``select(search="coordinate")``).
-MAX_ROUNDS = 3
-SEARCHES = ("grid", "coordinate")
-
-
-def _mae(Y, P):
-    return np.abs(Y - P).mean(axis=1)
-
-
-def _mse(Y, P):
-    return ((Y - P) ** 2).mean(axis=1)
-
-
-def _euclidean(Y, P):
-    return np.sqrt(((Y - P) ** 2).sum(axis=1))
-
-
-#: Per-point errors (lower is better); "mae" is [SM] Table 2's error.
-SCORINGS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
-    "mae": _mae, "mse": _mse, "euclidean": _euclidean,
-}
+from fastsm.tgp.scoring import SCORINGS, _fold_errors, _folds, _splits, _summary
+from fastsm.tgp.search import (
+    COLUMNS,
+    MAX_ROUNDS,
+    PAPER_ALPHAS,
+    PAPER_BETAS,
+    SEARCHES,
+    _absolute,
+    _coordinate_search,
+    _grid,
+    _start,
+)
 
 
 @dataclass(frozen=True, eq=False)
@@ -137,30 +121,6 @@ class Selection:
                 f"n_grid={len(self.table['mean'])}, best_score={self.best_score:.6g}, params={self.params!r})")
 
 
-def _grid(name: str, values, default, *, positive: bool, open_unit: bool = False,
-          relative: bool = False) -> tuple:
-    """A grid as a tuple; with ``relative`` its entries may be ``"scale"`` strings (:func:`scale_factor`)."""
-    if values is None:
-        return (default,)
-    if np.isscalar(values):
-        values = (values,)
-    try:
-        values = tuple(values)
-    except TypeError:
-        raise TypeError(f"{name} must be a number or a sequence of numbers, got {type(values).__name__}") from None
-    if not values:
-        raise ValueError(f"{name} must not be empty")
-    out = []
-    for v in values:
-        if relative and isinstance(v, str):
-            scale_factor(name, v)
-            out.append(v.strip())
-        elif open_unit:
-            out.append(check_scalar(name, v, low=0.0, high=1.0, low_open=True, high_open=True))
-        else:
-            out.append(check_scalar(name, v, low=0.0, low_open=positive))
-    return tuple(out)
-
 
 def with_alpha(model: TGPModel, alpha: float, beta: float | None = None) -> TGPModel:
     """``model`` with another ``alpha`` (and ``beta``): only ``K_XY(alpha)`` is factorised again.
@@ -174,8 +134,9 @@ def with_alpha(model: TGPModel, alpha: float, beta: float | None = None) -> TGPM
     else:
         with thread_limits(None):
             w = model.sample_weight
-            Kxy = ((1.0 - p.alpha) * weighted_gram(model.X, p.gamma_x, p.lambda_x, w)
-                   + p.alpha * weighted_gram(model.Y, p.gamma_y, p.lambda_y, w))
+            gx, gy = p.widths()
+            Kxy = ((1.0 - p.alpha) * weighted_gram(model.X, gx, p.lambda_x, w)
+                   + p.alpha * weighted_gram(model.Y, gy, p.lambda_y, w))
             _, Wxy, ld = spd_factor(Kxy, "K_XY", "lambda_x or lambda_y")
         parts_xy = {"Wxy": Wxy, "logdet_xy": ld}
     parts = {name: getattr(model, name) for name in ("Wx", "Wy", "G", "logdet_x", "logdet_y", "y_spread",
@@ -184,73 +145,9 @@ def with_alpha(model: TGPModel, alpha: float, beta: float | None = None) -> TGPM
                                 copy=False)
 
 
-def _splits(n: int, cv, X, Y) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Explicit folds: a scikit-learn splitter (``split``) or an iterable of ``(train, test)`` index arrays."""
-    splits = list(cv.split(X, Y)) if hasattr(cv, "split") else list(cv)
-    if not splits:
-        raise ValueError("cv must hold at least one (train, test) split, got none")
-    out = []
-    for k, split in enumerate(splits):
-        try:
-            tr, va = split
-        except (TypeError, ValueError):
-            raise TypeError(f"cv split {k} must be a (train, test) pair of index arrays") from None
-        tr, va = np.asarray(tr), np.asarray(va)
-        for name, idx in (("train", tr), ("test", va)):
-            if idx.ndim != 1 or idx.size == 0 or not np.issubdtype(idx.dtype, np.integer):
-                raise ValueError(f"cv split {k}: the {name} indices must be a non-empty 1-D integer array")
-            if idx.min() < 0 or idx.max() >= n:
-                raise ValueError(f"cv split {k}: the {name} indices must lie in [0, {n})")
-        out.append((tr.astype(np.int64), va.astype(np.int64)))
-    return out
-
-
-def _folds(n: int, cv, random_state) -> list[tuple[np.ndarray, np.ndarray]]:
-    k = check_int("cv", cv, low=2)
-    if k > n:
-        raise ValueError(f"cv must be at most the number of training points ({n}), got {k}")
-    perm = as_rng("random_state", random_state).permutation(n)
-    return [(np.sort(np.setdiff1d(perm, part)), np.sort(part)) for part in np.array_split(perm, k)]
-
-
-def _absolute(name: str, value, Z: np.ndarray, const: float, w) -> float:
-    f = scale_factor(name, value)
-    return float(value) if f is None else scale_gamma(Z, f * const, w)
-
-
-def _start(axis: tuple, default) -> int:
-    """Where the coordinate search starts on an axis: the default value if on it, else the middle."""
-    for i, v in enumerate(axis):
-        if v == default or (isinstance(v, str) and isinstance(default, str) and scale_factor("", v) == 1.0):
-            return i
-    return len(axis) // 2
-
-
-def _coordinate_search(axes: list[tuple], starts: list[int], score: Callable[[tuple], float]) -> tuple:
-    """Cyclic coordinate search: sweep each axis at the others' best values until no sweep moves.
-
-    ``score(index_tuple)`` is memoised by the caller; a value moves only for
-    a strictly lower score (ties keep the current value), so the search is
-    deterministic.  At most :data:`MAX_ROUNDS` rounds.
-    """
-    idx = list(starts)
-    best = score(tuple(idx))
-    for _ in range(MAX_ROUNDS):
-        moved = False
-        for d, axis in enumerate(axes):
-            for j in range(len(axis)):
-                trial = (*idx[:d], j, *idx[d + 1:])
-                val = score(trial)
-                if val < best:
-                    best, idx, moved = val, list(trial), True
-        if not moved:
-            break
-    return tuple(idx)
-
-
 def select(
-    X,
-    Y,
+    X: ArrayLike,
+    Y: ArrayLike,
     *,
     alphas: Sequence[float] = PAPER_ALPHAS,
     betas: Sequence[float] = PAPER_BETAS,
@@ -262,7 +159,7 @@ def select(
     method: str = "sm",
     scoring: str | Callable[[np.ndarray, np.ndarray], np.ndarray] = "mae",
     search: str = "grid",
-    sample_weight=None,
+    sample_weight: ArrayLike | None = None,
     max_iter: int = config.DEFAULT_MAX_ITER,
     tol: float = config.DEFAULT_TOL,
     threads: int | None = None,
@@ -374,11 +271,11 @@ def select(
                         f"(train, test) index pairs, got {cv!r}")
     if folds is not None and w is not None and not any((w[va] > 0.0).any() for _, va in folds):
         raise ValueError("sample_weight is zero on every validation fold: importance-weighted CV has nothing to score")
-    opts = {"max_iter": max_iter, "tol": tol, "threads": threads}
+    opts: dict[str, Any] = {"max_iter": max_iter, "tol": tol, "threads": threads}
     n_folds = 1 if folds is None else len(folds)
     n_fact = 0
 
-    def evaluate(kern: tuple, scored: str, a_list: tuple, bar: Progress) -> dict:
+    def evaluate(kern: tuple, scored: LooMethod, a_list: tuple, bar: Progress) -> dict:
         """Mean and std of the validation error, converged and extrapolated shares, per alpha of ``a_list``.
 
         For SMTGP also under ``"kl"``: its start is the KLTGP prediction, scored as it stands.
@@ -386,7 +283,7 @@ def select(
         nonlocal n_fact
         base = TGPParams(gamma_x=kern[0], gamma_y=kern[1], lambda_x=kern[2], lambda_y=kern[3],
                          alpha=a_list[0], beta=betas[0])
-        per_alpha = {a: [] for a in a_list} | ({"kl": []} if scored == "sm" else {})
+        per_alpha: dict[float | str, list] = {a: [] for a in a_list} | ({"kl": []} if scored == "sm" else {})
         for fold in ([None] if folds is None else folds):
             if fold is None:
                 model0 = fit(X, Y, base, methods=_fit_methods(scored), threads=threads, sample_weight=w)
@@ -428,7 +325,7 @@ def select(
             units = len(kernels) * n_folds * (len(a_list) + 1)
             with Progress(progress, units, "select") as bar:
                 for kern in kernels:
-                    scored = "sm" if method == "auto" else method
+                    scored: LooMethod = "sm" if method == "auto" else cast(LooMethod, method)
                     res = evaluate(kern, scored, a_list, bar)
                     if method == "auto":
                         rows.append((*kern, np.nan, np.nan, *res["kl"], "kl"))
@@ -436,7 +333,7 @@ def select(
                         for b in betas:
                             rows.append((*kern, a, b, *res[a if alpha_dep else a_list[0]], scored))
         else:
-            scored = "kl" if alpha_dep else method
+            scored = "kl" if alpha_dep else cast(LooMethod, method)
             defaults = (d.gamma_x, d.gamma_y, d.lambda_x, d.lambda_y)
             first = [_start(ax, dv) for ax, dv in zip(axes, defaults, strict=True)]
             bound = 1 + MAX_ROUNDS * sum(len(ax) - 1 for ax in axes)
@@ -490,24 +387,3 @@ def _fit_methods(scored: str) -> tuple[str, ...]:
     return ("kl", "sm") if scored == "sm" else (scored,)
 
 
-def _fold_errors(score_fn, Yv: np.ndarray, wv, pred) -> tuple:
-    """One fold's per-point errors, weights, converged and extrapolated flags."""
-    err = np.asarray(score_fn(Yv, pred.y), dtype=float).reshape(-1)
-    if err.shape[0] != Yv.shape[0]:
-        raise ValueError(f"scoring must return one error per validation point ({Yv.shape[0]}), got shape {err.shape}")
-    if wv is not None and wv.max() > 0.0:
-        wv = wv / wv.max()  # a common factor changes no average, and sums of huge weights cannot overflow
-    return err, wv, pred.converged, pred.extrapolated
-
-
-def _summary(folds_a: list, loo: bool) -> tuple[float, float, float, float]:
-    """Mean and spread of the errors over the points (leave-one-out) or the folds' means; shares."""
-    if loo:
-        err, wv, conv, ex = folds_a[0]
-        mean = float(np.average(err, weights=wv))
-        std = float(np.sqrt(np.average((err - mean) ** 2, weights=wv)))
-        return mean, std, float(conv.mean()), float(ex.mean())
-    # a validation fold whose weights are all zero says nothing about the target: left out
-    means = np.array([np.average(e, weights=ww) for e, ww, _, _ in folds_a if ww is None or (ww > 0.0).any()])
-    return (float(means.mean()), float(means.std()), float(np.concatenate([c for _, _, c, _ in folds_a]).mean()),
-            float(np.concatenate([x for _, _, _, x in folds_a]).mean()))

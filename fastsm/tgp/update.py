@@ -15,6 +15,7 @@ noise on its diagonal) is the bordered Cholesky factorisation: with ``B = (W k)^
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.linalg import cho_factor, solve_triangular
 
 from fastsm._kernels.factor_update import drop_index, rotate_and_drop
@@ -80,7 +81,8 @@ def _parts(X: np.ndarray, Y: np.ndarray, w, factors: dict, G) -> dict:
     return {**factors, "G": G, "y_spread": output_spread(Y), "ridge_coef": ridge(X, Y, w)}
 
 
-def partial_fit(model: TGPModel, X_new, Y_new, *, sample_weight=None, threads: int | None = None) -> TGPModel:
+def partial_fit(model: TGPModel, X_new: ArrayLike, Y_new: ArrayLike, *, sample_weight: ArrayLike | None = None,
+                threads: int | None = None) -> TGPModel:
     """A new model with training points appended, by bordered updates (O(N^2 m) for m points).
 
     Equals ``fit(vstack([model.X, X_new]), vstack([model.Y, Y_new]),
@@ -139,9 +141,10 @@ def partial_fit(model: TGPModel, X_new, Y_new, *, sample_weight=None, threads: i
     p = model.params
     m = Xn.shape[0]
     with thread_limits(threads):
-        kx, ky = _cross(model.X, Xn, p.gamma_x), _cross(model.Y, Yn, p.gamma_y)
-        Kx_n = _block(Xn, p.gamma_x, _noise(p.lambda_x, wn, m))
-        Ky_n = _block(Yn, p.gamma_y, _noise(p.lambda_y, wn, m))
+        gx, gy = p.widths()
+        kx, ky = _cross(model.X, Xn, gx), _cross(model.Y, Yn, gy)
+        Kx_n = _block(Xn, gx, _noise(p.lambda_x, wn, m))
+        Ky_n = _block(Yn, gy, _noise(p.lambda_y, wn, m))
         a = p.alpha
         Wx, ld_x, Bx, Dx = _border(model.Wx, model.logdet_x, kx, Kx_n, "K_X", "lambda_x")
         Wy, ld_y, By, Dy = _border(model.Wy, model.logdet_y, ky, Ky_n, "K_Y", "lambda_y")
@@ -193,7 +196,7 @@ def _drop(model: TGPModel, R: np.ndarray):
     return {"Wx": Wx, "Wy": Wy, "Wxy": Wxy, "logdet_x": logdet[0], "logdet_y": logdet[1], "logdet_xy": logdet[2]}, G
 
 
-def remove(model: TGPModel, indices, *, threads: int | None = None) -> TGPModel:
+def remove(model: TGPModel, indices: ArrayLike, *, threads: int | None = None) -> TGPModel:
     """A new model without the training points ``indices``, by rotations of the factors (O(N^2 r) for r points).
 
     Equals refitting on the remaining points (same order, weights and
