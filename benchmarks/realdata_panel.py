@@ -1,4 +1,4 @@
-"""Real-data panel: ``TwinGPRegressorCV()`` with no arguments against tuned scikit-learn regressors.
+"""Real-data panel: ``TwinGPRegressorCV()`` and ``TwinGPRegressor()`` with no arguments against tuned regressors.
 
 Five multi-output tasks on data shipped with scikit-learn (no download):
 
@@ -22,6 +22,7 @@ predict, summed over the outer folds, JIT compilation excluded (a warm-up runs f
     python benchmarks/realdata_panel.py            # the whole panel (a few minutes)
     python benchmarks/realdata_panel.py --quick    # iris and Linnerud only
     python benchmarks/realdata_panel.py --widths   # why "scale" is 1/8 and 2 times 1/median (all data, LOO)
+    python benchmarks/realdata_panel.py --defaults # TwinGPRegressor()'s defaults: fixed settings vs the CV estimator
 """
 
 from __future__ import annotations
@@ -205,6 +206,60 @@ def print_widths() -> None:
               f"{f'({best[0]:g}, {best[1]:g})':16} {lams}")
 
 
+#: Fixed KLTGP settings tried for TwinGPRegressor()'s defaults: (gamma_x, gamma_y as multiples of "scale", lambdas)
+DEFAULT_FX = (1 / 16, 1 / 8, 1 / 4, 1 / 2)
+DEFAULT_FY = (1 / 2, 1, 2)
+DEFAULT_LX = (1e-3, 1e-2, 1e-1)
+DEFAULT_LY = (1e-3, 1e-1, 1.0)
+
+
+def fixed_settings(name: str) -> dict:
+    """Outer-fold R² of KLTGP at every fixed setting of DEFAULT_FX × DEFAULT_FY × DEFAULT_LX × DEFAULT_LY."""
+    import itertools
+
+    from sklearn.metrics import r2_score
+    from sklearn.model_selection import KFold
+    from sklearn.preprocessing import StandardScaler
+
+    load, zscore, k = TASKS[name]
+    X, Y = load()
+    grid = list(itertools.product(DEFAULT_FX, DEFAULT_FY, DEFAULT_LX, DEFAULT_LY))
+    P = {c: np.empty_like(Y) for c in grid}
+    for tr, te in KFold(k, shuffle=True, random_state=0).split(X):
+        Xtr, Xte, Ytr = X[tr], X[te], Y[tr]
+        if zscore:
+            sx, sy = StandardScaler().fit(Xtr), StandardScaler().fit(Ytr)
+            Xtr, Xte, Ytr = sx.transform(Xtr), sx.transform(Xte), sy.transform(Ytr)
+        for c in grid:
+            fx, fy, lx, ly = c
+            est = TwinGPRegressor(method="kl", gamma_x=f"{fx:g}*scale", gamma_y=f"{fy:g}*scale", lambda_x=lx,
+                                  lambda_y=ly)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                Pte = est.fit(Xtr, Ytr).predict(Xte)
+            P[c][te] = sy.inverse_transform(Pte) if zscore else Pte
+    return {c: float(r2_score(Y, P[c])) for c in grid}
+
+
+def print_defaults() -> None:
+    """The fixed settings ranked by their worst R² gap to TwinGPRegressorCV() over the tasks."""
+    cv = {name: run_task(name)["TwinGPRegressorCV()"][0] for name in TASKS}
+    table = {name: fixed_settings(name) for name in TASKS}
+    grid = list(table[next(iter(TASKS))])
+    gaps = {c: [table[t][c] - cv[t] for t in TASKS] for c in grid}
+    print("KLTGP at fixed settings (gamma_x, gamma_y as multiples of \"scale\"; lambda_x, lambda_y): R² minus")
+    print("TwinGPRegressorCV()'s on each task (outer folds as the panel); the 12 with the most tasks within 0.03,")
+    print("then the smallest mean gap")
+    head = f"{'setting':28} {'within':>6} " + " ".join(f"{t[:14]:>14}" for t in TASKS)
+    print(head)
+    print("-" * len(head))
+    key = {c: (sum(g >= -0.03 for g in gaps[c]), float(np.mean(gaps[c]))) for c in grid}
+    for c in sorted(grid, key=lambda c: key[c], reverse=True)[:12]:
+        label = f"({c[0]:g}, {c[1]:g}, {c[2]:g}, {c[3]:g})"
+        print(f"{label:28} {key[c][0]:>6} " + " ".join(f"{g:+14.4f}" for g in gaps[c]))
+    print("\nTwinGPRegressorCV(): " + ", ".join(f"{t} {v:.4f}" for t, v in cv.items()))
+
+
 def warm_up() -> None:
     """Compile (or load from Numba's cache) what the TGP estimators use, outside the timings."""
     X, Y = iris_petals()
@@ -216,16 +271,21 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help=f"only {', '.join(QUICK)}")
     ap.add_argument("--widths", action="store_true", help="the leave-one-out table behind the \"scale\" constants")
+    ap.add_argument("--defaults", action="store_true", help="fixed KLTGP settings against the CV estimator (the "
+                                                             "table behind TwinGPRegressor()'s defaults)")
     args = ap.parse_args(argv)
     warm_up()
     if args.widths:
         print_widths()
         return 0
+    if args.defaults:
+        print_defaults()
+        return 0
     names = QUICK if args.quick else tuple(TASKS)
     head = f"{'task':15} {'method':22} {'R2':>8} {'fit [s]':>8} {'predict [s]':>11}"
     print(head)
     print("-" * len(head))
-    verdicts, chosen = [], []
+    verdicts, chosen, defaults = [], [], []
     for name in names:
         picks = []
         res = run_task(name, picks)
@@ -238,10 +298,16 @@ def main(argv=None) -> int:
         ratio = tgp_fit / res["kernel ridge (grid)"][1]
         verdicts.append(f"{name}: TwinGPRegressorCV() {tgp_r2:.4f} vs best baseline {best} {base[best][0]:.4f} "
                         f"(difference {tgp_r2 - base[best][0]:+.4f}); fit time {ratio:.2f} x kernel ridge's search")
+        d_r2, d_fit = res["TwinGPRegressor()"][:2]
+        defaults.append(f"{name}: TwinGPRegressor() {d_r2:.4f}, {d_r2 - tgp_r2:+.4f} from TwinGPRegressorCV() "
+                        f"({'within' if d_r2 >= tgp_r2 - 0.03 else 'NOT within'} 0.03); fit time "
+                        f"{d_fit / tgp_fit:.3f} x the CV estimator's")
     print("\nTwinGPRegressorCV()'s choices")
     print("\n".join(chosen))
     print()
     print("\n".join(verdicts))
+    print()
+    print("\n".join(defaults))
     return 0
 
 
