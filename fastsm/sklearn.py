@@ -126,10 +126,11 @@ class TwinGPRegressor(_TwinGPPredictMixin, RegressorMixin, BaseEstimator):
         Regularisers (GP noise) of ``K_X`` and ``K_Y``, relative to the
         kernels' unit variance.
 
-    The defaults (KLTGP, ``gamma_x="0.5*scale"``, ``gamma_y="scale"``,
-    ``lambda_x=1e-3``, ``lambda_y=1``) are the setting :class:`TwinGPRegressorCV`
-    chooses most often on the real-data panel (docs/selection.md, "Defaults");
-    they need no cross-validation and keep the predictions independent of units.
+    The defaults (KLTGP, ``gamma_x="0.5*scale"``, ``gamma_y="0.5*scale"``,
+    ``lambda_x=1e-3``, ``lambda_y=1``) are the fixed setting closest to
+    :class:`TwinGPRegressorCV` on the real-data panel (docs/selection.md,
+    "TwinGPRegressor()'s defaults"); they need no cross-validation and keep
+    the predictions independent of units.
     max_iter, tol : int, float
         Optimiser limits per test point (:func:`fastsm.tgp.predict`).
     n_jobs : int, optional
@@ -154,7 +155,7 @@ class TwinGPRegressor(_TwinGPPredictMixin, RegressorMixin, BaseEstimator):
     """
 
     def __init__(self, method: str = "kl", alpha: float = 0.9, beta: float = 1.5, gamma_x: float | str = "0.5*scale",
-                 gamma_y: float | str = "scale", lambda_x: float = 1e-3, lambda_y: float = 1.0,
+                 gamma_y: float | str = "0.5*scale", lambda_x: float = 1e-3, lambda_y: float = 1.0,
                  max_iter: int = config.DEFAULT_MAX_ITER, tol: float = config.DEFAULT_TOL, n_jobs: int | None = None):
         self.method = method
         self.alpha = alpha

@@ -123,7 +123,7 @@ def test_estimator_equals_the_functional_api(toy):
     X, Xt, Y, _ = toy
     reg = TwinGPRegressor(method="sm", alpha=0.6).fit(X, Y.ravel())
     # the estimator's default kernels
-    params = tgp.TGPParams(gamma_x="0.5*scale", gamma_y="scale", lambda_x=1e-3, lambda_y=1.0, alpha=0.6)
+    params = tgp.TGPParams(gamma_x="0.5*scale", gamma_y="0.5*scale", lambda_x=1e-3, lambda_y=1.0, alpha=0.6)
     p = tgp.predict(tgp.fit(X, Y, params), Xt, method="sm")
     assert reg.model_.params == tgp.fit(X, Y, params).params  # "scale" resolved alike
     y, lc = reg.predict(Xt, return_certainty=True)
