@@ -126,26 +126,41 @@ def describe(est) -> str:
     return f"{est.method_} gx={fx:.3g}*scale gy={fy:.3g}*scale lx={est.lambda_x_:g} ly={est.lambda_y_:g}{alpha}"
 
 
-def run_task(name: str, choices: list | None = None):
-    """``{method: (R², fit seconds, predict seconds)}`` for one task; ``choices`` collects TwinGPRegressorCV's."""
-    from sklearn.base import clone
-    from sklearn.exceptions import ConvergenceWarning
-    from sklearn.metrics import r2_score
+def outer_folds(name: str):
+    """The task's data and its outer folds: ``X, Y, [(te, Xtr, Xte, Ytr, back), ...]``.
+
+    Inputs and outputs z-scored by the training fold where the task asks for it; ``back`` maps a
+    fold's predictions to the original units.
+    """
     from sklearn.model_selection import KFold
     from sklearn.preprocessing import StandardScaler
 
     load, zscore, k = TASKS[name]
     X, Y = load()
+    folds = []
+    for tr, te in KFold(k, shuffle=True, random_state=0).split(X):
+        Xtr, Xte, Ytr = X[tr], X[te], Y[tr]
+        back = None
+        if zscore:
+            sx, sy = StandardScaler().fit(Xtr), StandardScaler().fit(Ytr)
+            Xtr, Xte, Ytr = sx.transform(Xtr), sx.transform(Xte), sy.transform(Ytr)
+            back = sy.inverse_transform
+        folds.append((te, Xtr, Xte, Ytr, back))
+    return X, Y, folds
+
+
+def run_task(name: str, choices: list | None = None):
+    """``{method: (R², fit seconds, predict seconds)}`` for one task; ``choices`` collects TwinGPRegressorCV's."""
+    from sklearn.base import clone
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.metrics import r2_score
+
+    X, Y, folds = outer_folds(name)
     out = {}
-    folds = list(KFold(k, shuffle=True, random_state=0).split(X))
     for label in methods(X):
         P = np.empty_like(Y)
         t_fit = t_pred = 0.0
-        for tr, te in folds:
-            Xtr, Xte, Ytr = X[tr], X[te], Y[tr]
-            if zscore:
-                sx, sy = StandardScaler().fit(Xtr), StandardScaler().fit(Ytr)
-                Xtr, Xte, Ytr = sx.transform(Xtr), sx.transform(Xte), sy.transform(Ytr)
+        for te, Xtr, Xte, Ytr, back in folds:
             est = clone(methods(Xtr)[label])
             t0 = time.perf_counter()
             with warnings.catch_warnings():
@@ -155,7 +170,7 @@ def run_task(name: str, choices: list | None = None):
             Pte = est.predict(Xte)
             t_pred += time.perf_counter() - t1
             t_fit += t1 - t0
-            P[te] = sy.inverse_transform(Pte) if zscore else Pte
+            P[te] = Pte if back is None else back(Pte)
             if choices is not None and label == "TwinGPRegressorCV()":
                 choices.append(describe(est))
         out[label] = (float(r2_score(Y, P)), t_fit, t_pred)
@@ -218,18 +233,11 @@ def fixed_settings(name: str) -> dict:
     import itertools
 
     from sklearn.metrics import r2_score
-    from sklearn.model_selection import KFold
-    from sklearn.preprocessing import StandardScaler
 
-    load, zscore, k = TASKS[name]
-    X, Y = load()
+    X, Y, folds = outer_folds(name)
     grid = list(itertools.product(DEFAULT_FX, DEFAULT_FY, DEFAULT_LX, DEFAULT_LY))
     P = {c: np.empty_like(Y) for c in grid}
-    for tr, te in KFold(k, shuffle=True, random_state=0).split(X):
-        Xtr, Xte, Ytr = X[tr], X[te], Y[tr]
-        if zscore:
-            sx, sy = StandardScaler().fit(Xtr), StandardScaler().fit(Ytr)
-            Xtr, Xte, Ytr = sx.transform(Xtr), sx.transform(Xte), sy.transform(Ytr)
+    for te, Xtr, Xte, Ytr, back in folds:
         for c in grid:
             fx, fy, lx, ly = c
             est = TwinGPRegressor(method="kl", gamma_x=f"{fx:g}*scale", gamma_y=f"{fy:g}*scale", lambda_x=lx,
@@ -237,7 +245,7 @@ def fixed_settings(name: str) -> dict:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 Pte = est.fit(Xtr, Ytr).predict(Xte)
-            P[c][te] = sy.inverse_transform(Pte) if zscore else Pte
+            P[c][te] = Pte if back is None else back(Pte)
     return {c: float(r2_score(Y, P[c])) for c in grid}
 
 
