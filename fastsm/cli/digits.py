@@ -6,10 +6,11 @@ digits from the other pixels ([SM] §5.1.3 on USPS, here on
 counts → three physiological measurements, 20 men, leave-one-out).  Every
 hyperparameter is chosen on training data only:
 
-* TGPs: kernel widths and regularisers by exact leave-one-out of KLTGP
-  (:func:`fastsm.tgp.select`, ``method="kl"``) over widths relative to the
-  median squared distance; IKLTGP shares them ([SM] §5.2); SMTGP's alpha
-  then by exact leave-one-out over [SM] §5.2's grid plus 0.001 … 0.02
+* TGPs: one :func:`fastsm.tgp.select` (``method="sm", search="coordinate"``,
+  exact leave-one-out): kernel widths and regularisers by KLTGP's coordinate
+  search over :class:`~fastsm.sklearn.TwinGPRegressorCV`'s grids (widths
+  relative to the median squared distance); IKLTGP shares them ([SM] §5.2);
+  then SMTGP's alpha at those kernels over [SM] §5.2's grid plus 0.001 … 0.02
   (beta does not change the prediction, [SM] Lemma 4.2; 0.99 is used).
 * ``GaussianProcessRegressor``: constant × RBF + white noise, by the
   log-marginal likelihood (``normalize_y=True``).
@@ -32,12 +33,10 @@ import numpy as np
 
 from fastsm import datasets, tgp
 from fastsm.tgp.prediction import Method
+from fastsm.tgp.search import GAMMA_X_GRID, GAMMA_Y_GRID, LAMBDA_GRID
 
 #: [SM] §5.2's alpha grid (0.05 … 0.95) and four smaller values, towards the KLTGP limit alpha -> 0 (MATH §3).
 ALPHAS = (0.001, 0.005, 0.01, 0.02, *(round(0.05 * k, 2) for k in range(1, 20)))
-#: TGP kernel widths tried, as multiples of 1 / (median squared distance) of the training set.
-WIDTHS_X = (0.0625, 0.125, 0.25, 0.5, 1.0)
-WIDTHS_Y = (0.25, 0.5, 1.0, 2.0, 4.0)
 #: Kernel ridge's grid: RBF widths (same convention) and ridge penalties.
 KRR_WIDTHS = (0.125, 0.25, 0.5, 1.0, 2.0, 4.0)
 KRR_ALPHAS = (1e-3, 1e-2, 1e-1, 1.0, 10.0)
@@ -71,36 +70,29 @@ def _median_sq(Z: np.ndarray) -> float:
 
 @dataclass(frozen=True)
 class TGPFit:
-    """What :func:`fit_tgps` chose, and how long each stage took."""
+    """What :func:`fit_tgps` chose, and how long its search took."""
 
-    model: tgp.TGPModel        # refit on all training data with the selected alpha
-    kernels: tgp.Selection     # KLTGP leave-one-out over the kernel grid
-    alphas: tgp.Selection      # SMTGP leave-one-out over ALPHAS
-    kernel_seconds: float
-    alpha_seconds: float
+    model: tgp.TGPModel        # refit on all training data with the selected kernels and alpha
+    selection: tgp.Selection   # the search: kernels by KLTGP, then SMTGP's alpha
+    seconds: float
     width_x: float             # selected gamma_x times the median squared distance
     width_y: float
 
 
-def fit_tgps(X, Y, *, lambdas=(1e-3,), threads=None, cv="loo") -> TGPFit:
-    """Kernels by KLTGP leave-one-out over the width grid, then SMTGP's alpha over :data:`ALPHAS`."""
-    mx, my = _median_sq(X), _median_sq(Y)
+def fit_tgps(X, Y, *, threads=None, cv="loo") -> TGPFit:
+    """One :func:`fastsm.tgp.select`: kernels by KLTGP's coordinate search over TwinGPRegressorCV's grids,
+    then SMTGP's alpha over :data:`ALPHAS` at those kernels."""
     t0 = time.perf_counter()
-    kern = tgp.select(X, Y, alphas=[0.5], betas=[0.99], gammas_x=[w / mx for w in WIDTHS_X],
-                      gammas_y=[w / my for w in WIDTHS_Y], lambdas_x=list(lambdas), lambdas_y=list(lambdas),
-                      method="kl", scoring="euclidean", cv=cv, threads=threads)
-    p = kern.params
-    t1 = time.perf_counter()
-    alpha = tgp.select(X, Y, alphas=ALPHAS, betas=[0.99], gammas_x=p.gamma_x, gammas_y=p.gamma_y,
-                       lambdas_x=p.lambda_x, lambdas_y=p.lambda_y, method="sm", scoring="euclidean", cv=cv,
-                       threads=threads)
-    gx, gy = p.widths()
-    return TGPFit(alpha.model, kern, alpha, t1 - t0, time.perf_counter() - t1, gx * mx, gy * my)
+    sel = tgp.select(X, Y, method="sm", search="coordinate", gammas_x=GAMMA_X_GRID, gammas_y=GAMMA_Y_GRID,
+                     lambdas_x=LAMBDA_GRID, lambdas_y=LAMBDA_GRID, alphas=ALPHAS, betas=(0.99,),
+                     scoring="euclidean", cv=cv, threads=threads)
+    gx, gy = sel.params.widths()
+    return TGPFit(sel.model, sel, time.perf_counter() - t0, gx * _median_sq(X), gy * _median_sq(Y))
 
 
 def _describe(f: TGPFit, sm: bool) -> str:
     p = f.model.params
-    s = f"gx={f.width_x:g}/med gy={f.width_y:g}/med lx={p.lambda_x:g} ly={p.lambda_y:g}"
+    s = f"gx={f.width_x:.4g}/med gy={f.width_y:.4g}/med lx={p.lambda_x:g} ly={p.lambda_y:g}"
     return s + (f" a={p.alpha:g}" if sm else "")
 
 
@@ -147,22 +139,21 @@ def baselines(X, Y, *, cv):
     ]
 
 
-def run_split(X_train, X_test, Y_train, Y_test, *, threads=None, lambdas=(1e-3,), cv=5):
+def run_split(X_train, X_test, Y_train, Y_test, *, threads=None, cv=5):
     """All six methods on one train/test split; a list of :class:`Result`, TGPs first.
 
-    KLTGP's and IKLTGP's fit time is the kernel search; SMTGP's adds its alpha search.
+    The three TGPs share one search (kernels by KLTGP, then SMTGP's alpha): its time is each one's fit time.
     """
     from sklearn.exceptions import ConvergenceWarning
 
-    f = fit_tgps(X_train, Y_train, lambdas=lambdas, threads=threads)
+    f = fit_tgps(X_train, Y_train, threads=threads)
     results = []
     for method in ("sm", "kl", "ikl"):
         t0 = time.perf_counter()
         pred = tgp.predict(f.model, X_test, method=method, threads=threads)
         dt = time.perf_counter() - t0
         err = euclidean_error(Y_test, pred.y)
-        t_fit = f.kernel_seconds + (f.alpha_seconds if method == "sm" else 0.0)
-        results.append(Result(TGP_NAMES[method], float(err.mean()), float(err.std()), t_fit, dt,
+        results.append(Result(TGP_NAMES[method], float(err.mean()), float(err.std()), f.seconds, dt,
                               _describe(f, method == "sm"), float(np.median(err))))
     for name, est, describe in baselines(X_train, Y_train, cv=cv):
         t0 = time.perf_counter()
@@ -197,7 +188,7 @@ def run_linnerud(*, threads=None):
         ym, ys = Y[tr].mean(0), Y[tr].std(0)
         Xtr, Xte = (X[tr] - xm) / xs, (X[~tr] - xm) / xs
         Ytr, Yte = (Y[tr] - ym) / ys, (Y[~tr] - ym) / ys
-        for r in run_split(Xtr, Xte, Ytr, Yte, threads=threads, lambdas=(1e-2, 1e-1), cv=LeaveOneOut()):
+        for r in run_split(Xtr, Xte, Ytr, Yte, threads=threads, cv=LeaveOneOut()):
             errs[r.method][i] = r.error
             fit_s[r.method] += r.fit_seconds
             pred_s[r.method] += r.predict_seconds
