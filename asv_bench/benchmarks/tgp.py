@@ -115,3 +115,36 @@ from fastsm import datasets, tgp
 Xtr, Xte, Ytr, _ = datasets.toy1(n_train=100, n_test=10)
 tgp.predict(tgp.fit(Xtr, Ytr), Xte)
 """
+
+
+class EvaluationsPerPoint:
+    """A user's ``tgp.predict(model, X, method="sm")``: its start (KLTGP) and SMTGP's own evaluations.
+
+    N = 1000, 200 test points, dy as the parameter (#31: fewer evaluations at equal quality).
+    """
+
+    params = [1, 2, 16, 60]
+    param_names = ["dy"]
+    timeout = 300
+
+    def setup(self, dy):
+        from fastsm import config
+
+        self.model, self.X, _ = bench.make_problem(1000, dy, n_test=200)
+        # the start as predict computes it (commits before SM_START_ITER ran KLTGP to convergence)
+        self.start = tgp.predict(self.model, self.X, method="kl",
+                                 max_iter=getattr(config, "SM_START_ITER", config.DEFAULT_MAX_ITER))
+        self.pred = tgp.predict(self.model, self.X, method="sm")
+
+    def time_predict_sm_default_start(self, dy):
+        tgp.predict(self.model, self.X, method="sm")
+
+    def track_evaluations_per_point(self, dy):
+        return float(self.start.n_eval.mean() + self.pred.n_eval.mean())
+
+    track_evaluations_per_point.unit = "evaluations"
+
+    def track_converged_share(self, dy):
+        return float(self.pred.converged.mean())
+
+    track_converged_share.unit = "share"

@@ -114,7 +114,10 @@ def predict(
         reports the SM value at the result.
     init : None, "linear", "kl" or array_like (n, dy)
         Start.  ``None``: ``"linear"`` (ridge regression) for KL/IKL and
-        ``"kl"`` (the KLTGP prediction, [SM] §5.2) for SM.  Where the ridge
+        ``"kl"`` (the KLTGP prediction, [SM] §5.2) for SM.  ``"kl"`` runs
+        KLTGP for at most :data:`fastsm.config.SM_START_ITER` (5) iterations:
+        a start need not be converged (pass ``predict(model, X,
+        method="kl").y`` for a converged one).  Where the ridge
         start leaves the training outputs' bounding box, the output of the
         nearest training input replaces it if the objective is lower there
         (a start far from the outputs can sit on a flat, spurious minimum).

@@ -346,9 +346,10 @@ def predict_global(model: TGPModel, X: np.ndarray, *, method: str, init, max_ite
                    ftol: float) -> Prediction:
     """:func:`fastsm.tgp.predict` for a global model, with validated inputs and options."""
     n, dy = X.shape[0], model.Y.shape[1]
+    start_iter = min(max_iter, config.SM_START_ITER)  # SMTGP's KLTGP start need not be converged
     Y0 = start(init, method, (n, dy), "n test points × dy",
                linear=lambda: supported_start(model, X, linear_start(X, model.ridge_coef), method),
-               kl=lambda: predict_global(model, X, method="kl", init="linear", max_iter=max_iter, tol=tol,
+               kl=lambda: predict_global(model, X, method="kl", init="linear", max_iter=start_iter, tol=tol,
                                          threads=threads, optimizer=optimizer, trust_radius=trust_radius,
                                          batch_size=batch_size, progress=False, ftol=ftol).y)
     spread = np.full(n, model.y_spread)

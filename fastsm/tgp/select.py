@@ -9,8 +9,9 @@ alpha × beta``.  What is shared:
 * ``K_X^-1``, ``K_Y^-1`` (and ``C``) depend on the kernels only: one
   factorisation per kernel setting (and fold); each ``alpha`` adds only the
   factorisation of ``K_XY(alpha)``.
-* SMTGP starts from the KLTGP prediction ([SM] §5.2), which does not depend
-  on ``alpha``: computed once per kernel setting (and fold).
+* SMTGP starts from the KLTGP prediction ([SM] §5.2; as :func:`~fastsm.tgp.predict`'s
+  ``init="kl"``, KLTGP stopped after :data:`fastsm.config.SM_START_ITER` iterations),
+  which does not depend on ``alpha``: computed once per kernel setting (and fold).
 * ``beta`` changes nothing: SMTGP's argmin does not depend on it ([SM]
   Lemma 4.2) and fastsm minimises the beta-free form of the objective, so
   the predictions — not only their limit — are bitwise the same for every
@@ -272,13 +273,16 @@ def select(
     if folds is not None and w is not None and not any((w[va] > 0.0).any() for _, va in folds):
         raise ValueError("sample_weight is zero on every validation fold: importance-weighted CV has nothing to score")
     opts: dict[str, Any] = {"max_iter": max_iter, "tol": tol, "threads": threads}
+    # SMTGP's start as predict computes it (init="kl": KLTGP stopped after SM_START_ITER iterations),
+    # computed once per kernel setting and fold for every alpha; the KLTGP rows score the converged KLTGP
+    start_opts: dict[str, Any] = {**opts, "init": "linear", "max_iter": min(max_iter, config.SM_START_ITER)}
     n_folds = 1 if folds is None else len(folds)
     n_fact = 0
 
     def evaluate(kern: tuple, scored: LooMethod, a_list: tuple, bar: Progress) -> dict:
         """Mean and std of the validation error, converged and extrapolated shares, per alpha of ``a_list``.
 
-        For SMTGP also under ``"kl"``: its start is the KLTGP prediction, scored as it stands.
+        For SMTGP also under ``"kl"``: the converged KLTGP prediction, scored as it stands.
         """
         nonlocal n_fact
         base = TGPParams(gamma_x=kern[0], gamma_y=kern[1], lambda_x=kern[2], lambda_y=kern[3],
@@ -287,7 +291,8 @@ def select(
         for fold in ([None] if folds is None else folds):
             if fold is None:
                 model0 = fit(X, Y, base, methods=_fit_methods(scored), threads=threads, sample_weight=w)
-                start = loo_predict(model0, method="kl", **opts) if scored == "sm" else None
+                kl = loo_predict(model0, method="kl", **opts) if scored == "sm" else None
+                start = loo_predict(model0, method="kl", **start_opts).y if scored == "sm" else None
                 # fit leaves out zero-weight points; their validation weight is zero too
                 kept = slice(None) if w is None else informative(w, base)
                 Yv, wv = Y[kept], None if w is None else w[kept]
@@ -298,20 +303,20 @@ def select(
                                      "fold has zero (or negligible) sample_weight")
                 model0 = fit(X[tr], Y[tr], base, methods=_fit_methods(scored), threads=threads,
                              sample_weight=None if w is None else w[tr])
-                start = predict(model0, X[va], method="kl", **opts) if scored == "sm" else None
+                kl = predict(model0, X[va], method="kl", **opts) if scored == "sm" else None
+                start = predict(model0, X[va], method="kl", **start_opts).y if scored == "sm" else None
                 Yv, wv = Y[va], None if w is None else w[va]
             n_fact += 3
             bar.step()
-            if start is not None:
-                per_alpha["kl"].append(_fold_errors(score_fn, Yv, wv, start))
+            if kl is not None:
+                per_alpha["kl"].append(_fold_errors(score_fn, Yv, wv, kl))
             for a in a_list:
                 model = with_alpha(model0, a) if a != model0.params.alpha else model0
                 n_fact += model is not model0
-                init = None if start is None else start.y
                 if fold is None:
-                    pred = loo_predict(model, method=scored, init=init, **opts)
+                    pred = loo_predict(model, method=scored, init=start, **opts)
                 else:
-                    pred = predict(model, X[fold[1]], method=scored, init=init, **opts)
+                    pred = predict(model, X[fold[1]], method=scored, init=start, **opts)
                 per_alpha[a].append(_fold_errors(score_fn, Yv, wv, pred))
                 bar.step()
         return {a: _summary(folds_a, folds is None) for a, folds_a in per_alpha.items()}
