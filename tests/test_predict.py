@@ -101,3 +101,24 @@ def test_eta_floor_is_hit_and_counted_on_training_outputs():
     pr = tgp.predict(m, Xtr, method="kl", init=Ytr, max_iter=0)
     assert np.all(np.isfinite(pr.objective))
     assert pr.n_eta_floor.sum() >= 1
+
+
+def test_smtgp_starts_from_kltgp_stopped_after_sm_start_iter():
+    """init="kl" (SMTGP's default) is KLTGP from the ridge start stopped after config.SM_START_ITER
+    iterations, for predict and for exact leave-one-out; a smaller max_iter bounds it too."""
+    from fastsm import config
+
+    Xtr, Xte, Ytr, _ = datasets.random_structured(2, n_train=120, n_test=40, dx=3, dy=4)
+    m = tgp.fit(Xtr, Ytr, tgp.TGPParams(gamma_x=0.3, gamma_y=0.5, lambda_x=1e-3, lambda_y=1e-3, alpha=0.6))
+    k = config.SM_START_ITER
+    kl = tgp.predict(m, Xte, method="kl", init="linear", max_iter=k)
+    assert kl.n_iter.max() == k and not kl.converged.all()  # the start really is cut short here
+    for init in (None, "kl"):
+        np.testing.assert_array_equal(tgp.predict(m, Xte, method="sm", init=init).y,
+                                      tgp.predict(m, Xte, method="sm", init=kl.y).y)
+    loo_kl = tgp.loo_predict(m, method="kl", init="linear", max_iter=k)
+    np.testing.assert_array_equal(tgp.loo_predict(m, method="sm").y,
+                                  tgp.loo_predict(m, method="sm", init=loo_kl.y).y)
+    short = tgp.predict(m, Xte, method="kl", init="linear", max_iter=2)
+    np.testing.assert_array_equal(tgp.predict(m, Xte, method="sm", max_iter=2).y,
+                                  tgp.predict(m, Xte, method="sm", init=short.y, max_iter=2).y)
