@@ -18,7 +18,7 @@ from fastsm import config
 from fastsm.tgp.api import _pairs
 from fastsm.tgp.fitting import output_spread, ridge
 from fastsm.tgp.model import Prediction, TGPModel, TGPParams
-from fastsm.tgp.prediction import _check_inputs, _check_model, _sm_value
+from fastsm.tgp.prediction import _check_inputs, _check_model, _sm_value, kl_start_iterations
 
 
 def _rbf(A, B, gamma):
@@ -166,14 +166,13 @@ def predict(model, X, *, method="sm", init=None, max_iter=config.DEFAULT_MAX_ITE
     model = _check_model(model)
     X = _check_inputs(model, X)
     n, dy = len(X), model.Y.shape[1]
-    start_iter = min(max_iter, config.SM_START_ITER)
     if init is None:
         init = "kl" if method in ("sm", "sm_cubic") else "linear"
     if isinstance(init, str):
         if init == "linear":
             Y0 = np.hstack([X, np.ones((n, 1))]) @ model.ridge_coef
         else:
-            Y0 = predict(model, X, method="kl", init="linear", max_iter=start_iter, tol=tol,
+            Y0 = predict(model, X, method="kl", init="linear", max_iter=kl_start_iterations(max_iter), tol=tol,
                          optimizer=optimizer, trust_radius=trust_radius).y
     else:
         Y0 = np.asarray(init, dtype=float).reshape(n, dy)

@@ -34,6 +34,7 @@ from fastsm.tgp.prediction import (
     _optimize,
     _point_data,
     _warn_extrapolated,
+    kl_start_iterations,
     start,
     supported_start,
 )
@@ -169,12 +170,12 @@ def loo_predict(
     n, dy = model.n_train, model.Y.shape[1]
     spread = loo_spread(model.Y)
     held = np.arange(n, dtype=np.int64)
-    start_iter = min(max_iter, config.SM_START_ITER)  # SMTGP's KLTGP start need not be converged
     Y0 = start(init, method, (n, dy), "one start per training point",
                linear=lambda: supported_start(model, model.X, loo_ridge(model), method, held, spread),
-               kl=lambda: loo_predict(model, method="kl", init="linear", max_iter=start_iter, tol=tol, threads=threads,
-                                      optimizer=optimizer, trust_radius=trust_radius, batch_size=batch_size,
-                                      ftol=ftol).y)
+               kl=lambda: loo_predict(model, method="kl", init="linear",
+                                      max_iter=kl_start_iterations(max_iter), tol=tol,
+                                      threads=threads, optimizer=optimizer, trust_radius=trust_radius,
+                                      batch_size=batch_size, ftol=ftol).y)
     res = _optimize(model, method, Y0, lambda s, e: _point_data(model, model.X[s:e], method, held[s:e]), held, spread,
                     max_iter=max_iter, tol=tol, ftol=ftol, trust_radius=trust_radius, optimizer=optimizer,
                     batch_size=batch_size, threads=threads)

@@ -185,6 +185,12 @@ def supported_start(model: TGPModel, X: np.ndarray, Y0: np.ndarray, method: str,
     return Y0
 
 
+def kl_start_iterations(max_iter: int) -> int:
+    """KLTGP iterations of SMTGP's ``init="kl"`` start: at most :data:`fastsm.config.SM_START_ITER`
+    (the start need not be converged, SMTGP's own optimisation takes it from there)."""
+    return min(max_iter, config.SM_START_ITER)
+
+
 def start(init, method: str, shape: tuple[int, int], rows: str, *, linear, kl) -> np.ndarray:
     """The optimiser's start from ``init``: ``None``, ``"linear"``, ``"kl"`` or an array of ``shape``.
 
@@ -346,10 +352,10 @@ def predict_global(model: TGPModel, X: np.ndarray, *, method: str, init, max_ite
                    ftol: float) -> Prediction:
     """:func:`fastsm.tgp.predict` for a global model, with validated inputs and options."""
     n, dy = X.shape[0], model.Y.shape[1]
-    start_iter = min(max_iter, config.SM_START_ITER)  # SMTGP's KLTGP start need not be converged
     Y0 = start(init, method, (n, dy), "n test points × dy",
                linear=lambda: supported_start(model, X, linear_start(X, model.ridge_coef), method),
-               kl=lambda: predict_global(model, X, method="kl", init="linear", max_iter=start_iter, tol=tol,
+               kl=lambda: predict_global(model, X, method="kl", init="linear",
+                                         max_iter=kl_start_iterations(max_iter), tol=tol,
                                          threads=threads, optimizer=optimizer, trust_radius=trust_radius,
                                          batch_size=batch_size, progress=False, ftol=ftol).y)
     spread = np.full(n, model.y_spread)

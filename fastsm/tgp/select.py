@@ -45,7 +45,7 @@ from fastsm.tgp.fitting import check_sample_weight, informative, spd_factor, wei
 from fastsm.tgp.loo import LooMethod, loo_predict
 from fastsm.tgp.model import TGPModel, TGPParams
 from fastsm.tgp.params import SCALE_X, SCALE_Y
-from fastsm.tgp.prediction import quiet
+from fastsm.tgp.prediction import kl_start_iterations, quiet
 from fastsm.tgp.scoring import SCORINGS, _fold_errors, _folds, _splits, _summary
 from fastsm.tgp.search import (
     COLUMNS,
@@ -275,7 +275,7 @@ def select(
     opts: dict[str, Any] = {"max_iter": max_iter, "tol": tol, "threads": threads}
     # SMTGP's start as predict computes it (init="kl": KLTGP stopped after SM_START_ITER iterations),
     # computed once per kernel setting and fold for every alpha; the KLTGP rows score the converged KLTGP
-    start_opts: dict[str, Any] = {**opts, "init": "linear", "max_iter": min(max_iter, config.SM_START_ITER)}
+    start_opts: dict[str, Any] = {**opts, "init": "linear", "max_iter": kl_start_iterations(max_iter)}
     n_folds = 1 if folds is None else len(folds)
     n_fact = 0
 
