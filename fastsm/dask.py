@@ -11,8 +11,9 @@ formed per chunk of :func:`fastsm.tgp.local.chunk_rows` test points), gets
 blocks cut at those chunks' boundaries.  A local model with
 ``share="region"`` gets its test points grouped by region (sorted by region,
 blocks cut between regions), so each region's model is factorised on one
-worker, once.  A worker that dies mid-run loses nothing: Dask re-runs its
-tasks elsewhere.
+worker, once.  A Dask-array ``X`` is computed once (persisted on the
+cluster; its chunk sizes, regions and blocks are read from there).  A worker
+that dies mid-run loses nothing: Dask re-runs its tasks elsewhere.
 
 Give each worker one task slot and let fastsm use its cores
 (``LocalCluster(n_workers=k, threads_per_worker=1)``, ``dask worker --nthreads 1``):
@@ -139,7 +140,9 @@ def predict(model, X, *, client=None, block_size: int | None = None, progress=Fa
     if isinstance(X, da.Array):
         if X.ndim != 2 or X.shape[1] != dx:
             raise ValueError(f"X must be a 2-D Dask array with {dx} columns, got shape {X.shape}")
-        if any(math.isnan(c) for c in X.chunks[0]):  # e.g. after boolean masking: computed once here
+        # computed once, on the cluster: the chunk sizes, the regions and the blocks below all read these
+        X = client.persist(X)
+        if any(math.isnan(c) for c in X.chunks[0]):  # e.g. after boolean masking
             X = X.compute_chunk_sizes()
         X = X.rechunk({1: -1})
         if unit > 1 and X.shape[0] > 0:

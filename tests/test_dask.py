@@ -179,3 +179,30 @@ def test_region_model_with_an_empty_chunk_and_unknown_chunk_sizes(setup, threade
     for m in (region, model):
         np.testing.assert_array_equal(fdask.predict(m, masked, client=threaded, method="kl").y,
                                       tgp.predict(m, X[keep], method="kl").y)
+
+
+_SOURCE_CALLS: list = []
+
+
+def _counted_source(block, block_info=None):
+    _SOURCE_CALLS.append(block_info[0]["chunk-location"])  # list.append is atomic: threads may share it
+    return block
+
+
+def test_a_dask_array_is_computed_once(setup, threaded):
+    """#32 item 4.  Before: a region model computed each block of X twice (regions, then the sorted blocks),
+    three times with unknown chunk sizes; every model computed it once more than needed with unknown sizes."""
+    model, Xt, _, _ = setup
+    region = tgp.fit_local(model.X, model.Y, PARAMS, n_neighbors=40, share="region", region_size=20)
+    X = Xt[:90]
+    keep = np.arange(len(X)) % 4 != 1
+    for m in (region, model):
+        for masked in (False, True):
+            _SOURCE_CALLS.clear()
+            arr = da.from_array(X, chunks=(30, 2)).map_blocks(_counted_source, dtype=X.dtype)
+            want = X
+            if masked:
+                arr, want = arr[da.from_array(keep, chunks=30)], X[keep]
+            got = fdask.predict(m, arr, client=threaded, method="kl")
+            np.testing.assert_array_equal(got.y, tgp.predict(m, want, method="kl").y)
+            assert sorted(_SOURCE_CALLS) == [(0, 0), (1, 0), (2, 0)], (m, masked, _SOURCE_CALLS)
