@@ -65,8 +65,12 @@ DEFAULT_BATCH_SIZE: int = 1024
 #: test points are taken in chunks of ``LOCAL_CHUNK_ENTRIES // K`` rows (8 MB).
 LOCAL_CHUNK_ENTRIES: int = 2**20
 
-#: Default bound on the factorised region models a ``share="region"`` local model keeps (bytes).
-LOCAL_CACHE_BYTES: int = 2**30
+#: Default bound on the factorised region models a ``share="region"`` local model keeps: this share of
+#: the memory the process may use (physical memory, or a container's limit), clamped to
+#: ``[LOCAL_CACHE_MIN_BYTES, LOCAL_CACHE_MAX_BYTES]`` (:func:`fastsm.tgp.regions.default_cache_bytes`).
+LOCAL_CACHE_SHARE: float = 1 / 8
+LOCAL_CACHE_MIN_BYTES: int = 2**28
+LOCAL_CACHE_MAX_BYTES: int = 2**31
 
 
 #: Auto-parallelisation limited to explicit ``prange`` loops.  With Numba's

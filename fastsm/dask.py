@@ -9,8 +9,8 @@ batch-mates or on the thread count.  The one model whose rows do depend on
 other test points, a local model with ``share="cluster"`` (its clusters are
 formed per chunk of :func:`fastsm.tgp.local.chunk_rows` test points), gets
 blocks cut at those chunks' boundaries.  A local model with
-``share="region"`` gets its test points grouped by region (sorted by region,
-blocks cut between regions), so each region's model is factorised on one
+``share="region"`` gets its test points grouped by region model (sorted by
+model, blocks cut between models), so each region model is factorised on one
 worker, once.  A Dask-array ``X`` is computed once (persisted on the
 cluster; its chunk sizes, regions and blocks are read from there).  A worker
 that dies mid-run loses nothing: Dask re-runs its tasks elsewhere.
@@ -68,7 +68,8 @@ def _blocks(n: int, block_size: int) -> list[tuple[int, int]]:
 
 
 def _labels_block(model, X):
-    return model.regions_of(X)
+    """The region model of each row of ``X`` (regions with the same members share one)."""
+    return model.model_of[model.regions_of(X)]
 
 
 def _region_spans(sorted_labels: np.ndarray, block_size: int) -> list[tuple[int, int]]:
@@ -90,7 +91,7 @@ def _region_order(model, X, client, model_f):
         parts = [client.submit(_labels_block, model_f, blk, pure=False) for blk in client.compute(blocks)]
         labels = np.concatenate(client.gather(parts)) if parts else np.empty(0, dtype=np.int64)
     else:
-        labels = model.regions_of(X)
+        labels = _labels_block(model, X)
     order = np.argsort(labels, kind="stable")
     return labels[order], order
 

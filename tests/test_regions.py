@@ -72,13 +72,13 @@ def test_a_repeated_predict_factorizes_nothing(data):
     model = tgp.fit_local(X, Y, PARAMS, n_neighbors=60, share="region", region_size=20)
     assert model.n_factorized == 0
     tgp.predict(model, Xt, method="sm")
-    used = np.unique(model.regions_of(Xt)).size
+    used = np.unique(model.model_of[model.regions_of(Xt)]).size
     assert model.n_factorized == used
     tgp.predict(model, Xt[::-1], method="sm")
     tgp.predict(model, Xt[:10], method="kl")  # the SM models were factorised for KL too
     assert model.n_factorized == used
     tgp.predict(model, Xt[:10], method="ikl")  # IKL needs C: rebuilt, once
-    n = np.unique(model.regions_of(Xt[:10])).size
+    n = np.unique(model.model_of[model.regions_of(Xt[:10])]).size
     assert model.n_factorized == used + n
     tgp.predict(model, Xt[:10], method="ikl")
     assert model.n_factorized == used + n
@@ -96,7 +96,7 @@ def test_eager_factorizes_every_region_once(data):
 def test_the_cache_keeps_within_its_bound(data, fitted):
     X, Xt, Y, _ = data
     ref = fitted[1]
-    one = regions.model_nbytes(tgp.fit(X[:60], Y[:60], PARAMS, methods=("kl", "sm")))
+    one = regions.CompactModel.pack(tgp.fit(X[:60], Y[:60], PARAMS, methods=("kl", "sm"))).nbytes
     small = tgp.fit_local(X, Y, PARAMS, n_neighbors=60, share="region", region_size=20, cache_bytes=5 * one)
     np.testing.assert_array_equal(tgp.predict(small, Xt, method="sm").y, ref.y)
     assert len(small.cache) == 5 and small.cache.nbytes <= 5 * one
@@ -105,6 +105,50 @@ def test_the_cache_keeps_within_its_bound(data, fitted):
     first = none.n_factorized
     np.testing.assert_array_equal(tgp.predict(none, Xt[:10], method="sm").y, ref.y[:10])
     assert len(none.cache) == 0 and none.n_factorized == 2 * first
+
+
+def test_regions_with_the_same_members_share_one_model(data):
+    """#32 item 2.  Before: K = N gave one model per region (8 factorisations where share='exact' does one)."""
+    X, Xt, Y, _ = data
+    X, Y = X[:200], Y[:200]
+    full = tgp.fit_local(X, Y, PARAMS, n_neighbors=200, share="region", region_size=25)
+    assert full.n_regions == 8 and full.n_models == 1 and (full.model_of == 0).all()
+    got = tgp.predict(full, Xt, method="sm")
+    assert full.n_factorized == 1
+    np.testing.assert_array_equal(got.y, tgp.predict(tgp.fit(X, Y, PARAMS, methods=("kl", "sm")), Xt).y)
+    assert full.factorize_regions("kl") == 0
+    model_of, first = regions.shared_models(np.array([[1, 2], [0, 3], [1, 2], [0, 3], [4, 5]]))
+    assert model_of.tolist() == [0, 1, 0, 1, 2] and first.tolist() == [0, 1, 4]
+
+
+def test_a_packed_model_unpacks_bitwise():
+    X, _, Y, _ = datasets.smooth_manifold(3, n_train=40, n_test=1)
+    for methods in (("kl", "sm"), ("ikl",), ("kl", "ikl", "sm")):
+        model = tgp.fit(X, Y, PARAMS, methods=methods)
+        packed = regions.CompactModel.pack(model)
+        back = packed.unpack()
+        for name, value in vars(model).items():
+            if isinstance(value, np.ndarray):
+                np.testing.assert_array_equal(getattr(back, name), value, err_msg=name)
+            else:
+                assert getattr(back, name) == value, name
+        full = regions.model_nbytes(model)
+        assert packed.nbytes < 0.6 * full  # three (four with IKL) N x N factors kept as triangles
+
+
+def test_the_default_cache_is_an_eighth_of_memory_within_bounds(monkeypatch):
+    from fastsm import config
+
+    for memory, want in ((None, config.LOCAL_CACHE_MIN_BYTES), (2**30, config.LOCAL_CACHE_MIN_BYTES),
+                         (2**34, 2**31), (2**40, config.LOCAL_CACHE_MAX_BYTES)):
+        monkeypatch.setattr(regions, "usable_memory", lambda m=memory: m)
+        assert regions.default_cache_bytes() == want
+    monkeypatch.undo()
+    memory = regions.usable_memory()
+    assert memory is None or memory > 2**26
+    assert config.LOCAL_CACHE_MIN_BYTES <= regions.default_cache_bytes() <= config.LOCAL_CACHE_MAX_BYTES
+    X, _, Y, _ = datasets.smooth_manifold(0, n_train=100, n_test=1)
+    assert tgp.fit_local(X, Y, PARAMS, n_neighbors=30, share="region").cache_bytes == regions.default_cache_bytes()
 
 
 def test_far_inputs_are_flagged_extrapolated_not_errors(data, fitted):
@@ -176,7 +220,8 @@ def test_large_n_benchmark_at_small_size():
 
     r = run(20_000, 2_000, 200, 12, 300, None)
     assert r["errors_region_sub"][0] <= 1.02 * r["knn_errors"][0]
-    assert r["n_factorized"] <= r["n_regions"]
+    assert r["n_factorized"] <= r["n_models"] <= r["n_regions"]
+    assert r["again_factorized"] == 0  # the default cache holds them all (#32 item 2)
 
 
 @pytest.mark.parametrize("kind", ["global", "exact", "region", "sklearn"])

@@ -18,8 +18,9 @@ What is shared (``share=``):
   the training inputs (:mod:`fastsm.tgp.regions`, about ``region_size``
   training points each); a test point uses the model of its region, fitted
   on the ``K`` training points nearest to the region's centroid, factorised
-  once and cached in the model (``cache_bytes``).  A prediction depends on
-  the model and the point only.
+  once and cached in the model (``cache_bytes``); regions with the same ``K``
+  nearest points share one model.  A prediction depends on the model and the
+  point only.
 
 Groups are factorised and predicted concurrently, one Python thread per
 core: the factorisations call LAPACK without the GIL
@@ -80,12 +81,16 @@ class LocalTGPModel:
         Training points per region for ``share="region"`` (0 otherwise).
     cache_bytes : int
         Bound on the bytes of factorised region models kept (``share="region"``).
+        Default :func:`fastsm.tgp.regions.default_cache_bytes` (from the machine's memory).
     tree : scipy.spatial.cKDTree
         Over ``X``.
     centers : ndarray (n_regions, dx) or None
         The regions' centroids (``share="region"``).
     members : ndarray (n_regions, K) or None
         Sorted training indices of each region's model.
+    model_of : ndarray (n_regions,) or None
+        The model of each region: regions with equal ``members`` share one
+        (``share="region"``).
     """
 
     X: np.ndarray
@@ -96,10 +101,12 @@ class LocalTGPModel:
     share: str
     group_size: int
     region_size: int = 0
-    cache_bytes: int = 0
+    cache_bytes: int | None = None
     tree: cKDTree = field(init=False)
     centers: np.ndarray | None = field(init=False, default=None)
     members: np.ndarray | None = field(init=False, default=None)
+    model_of: np.ndarray | None = field(init=False, default=None)
+    first_region: np.ndarray | None = field(init=False, default=None)
     center_tree: cKDTree | None = field(init=False, default=None)
     cache: _regions.ModelCache = field(init=False)
 
@@ -117,12 +124,16 @@ class LocalTGPModel:
         check_choice("share", self.share, SHARES)
         if self.share == "region":
             object.__setattr__(self, "region_size", check_int("region_size", self.region_size, low=1))
+        if self.cache_bytes is None:
+            object.__setattr__(self, "cache_bytes", _regions.default_cache_bytes())
         object.__setattr__(self, "tree", cKDTree(self.X))
         object.__setattr__(self, "cache", _regions.ModelCache(self.cache_bytes))
         if self.share == "region":
             centers = _regions.partition(self.X, self.region_size)
             members = np.sort(_regions.nearest(self.tree, centers, self.X, self.n_neighbors), axis=1)
-            for name, a in (("centers", centers), ("members", members)):
+            model_of, first = _regions.shared_models(members)
+            for name, a in (("centers", centers), ("members", members), ("model_of", model_of),
+                            ("first_region", first)):
                 a.setflags(write=False)
                 object.__setattr__(self, name, a)
             object.__setattr__(self, "center_tree", cKDTree(centers))
@@ -144,6 +155,11 @@ class LocalTGPModel:
     def n_regions(self) -> int:
         """Regions (``share="region"``; 0 otherwise)."""
         return 0 if self.centers is None else self.centers.shape[0]
+
+    @property
+    def n_models(self) -> int:
+        """Distinct region models (regions with equal members share one; ``share="region"``, 0 otherwise)."""
+        return 0 if self.first_region is None else self.first_region.size
 
     @property
     def n_factorized(self) -> int:
@@ -177,9 +193,11 @@ class LocalTGPModel:
             if r.size and (r.min() < 0 or r.max() >= self.n_regions):
                 raise ValueError(f"regions must lie in [0, {self.n_regions}), got {r.min()}..{r.max()}")
             todo = np.unique(r.astype(np.int64).reshape(-1))
+        assert self.model_of is not None  # share='region'
+        keys = np.unique(self.model_of[todo])
         before = self.cache.n_factorized
         with ThreadPoolExecutor(max_workers=resolve_threads(threads), thread_name_prefix="fastsm-local") as pool:
-            list(pool.map(lambda r: _region_model(self, int(r), _METHODS[method]), todo))
+            list(pool.map(lambda m: _shared_model(self, int(m), _METHODS[method]), keys))
         return self.cache.n_factorized - before
 
     def __repr__(self) -> str:
@@ -199,15 +217,16 @@ def _fit_members(model: LocalTGPModel, members: np.ndarray, methods: tuple[str, 
                                 factorize(Xn, Yn, model.params, methods, threads=1, sample_weight=w), w, copy=False)
 
 
-def _region_model(model: LocalTGPModel, region: int, methods: tuple[str, ...]) -> TGPModel:
-    members = model.members
-    assert members is not None  # share='region'
-    return model.cache.get(region, methods, lambda wanted: _fit_members(model, members[region], wanted))
+def _shared_model(model: LocalTGPModel, key: int, methods: tuple[str, ...]) -> TGPModel:
+    """Region model ``key`` (an index into ``model.first_region``), from the cache or built now."""
+    members, first = model.members, model.first_region
+    assert members is not None and first is not None  # share='region'
+    return model.cache.get(key, methods, lambda wanted: _fit_members(model, members[first[key]], wanted))
 
 
 def fit_local(X: ArrayLike, Y: ArrayLike, params: TGPParams | None = None, *, n_neighbors: int = 800,
               share: str = "exact",
-              group_size: int = 32, region_size: int | None = None, cache_bytes: int = config.LOCAL_CACHE_BYTES,
+              group_size: int = 32, region_size: int | None = None, cache_bytes: int | None = None,
               eager: bool = False, threads: int | None = None, sample_weight: ArrayLike | None = None) -> LocalTGPModel:
     """A KNN-local twin GP: each test point gets the model of its ``n_neighbors`` nearest training inputs.
 
@@ -228,8 +247,9 @@ def fit_local(X: ArrayLike, Y: ArrayLike, params: TGPParams | None = None, *, n_
         ``max(1, K // 8)`` (``docs/scale.md``: choosing K and the region size).
     cache_bytes : int
         ``share="region"``: bound on the bytes of factorised region models
-        the model keeps (least recently used evicted first); 0 keeps none.
-        Default ``config.LOCAL_CACHE_BYTES`` (1 GiB).
+        the model keeps, packed (least recently used evicted first); 0 keeps
+        none.  Default :func:`fastsm.tgp.regions.default_cache_bytes`: an eighth of
+        the machine's memory (or of a container's limit), within 256 MiB–2 GiB.
     eager : bool
         ``share="region"``: factorise every region's model now (for SMTGP
         and KLTGP), as far as ``cache_bytes`` holds them.
@@ -256,7 +276,8 @@ def fit_local(X: ArrayLike, Y: ArrayLike, params: TGPParams | None = None, *, n_
                          f"output dimensions), got {k}")
     check_choice("share", share, SHARES)
     group_size = check_int("group_size", group_size, low=1)
-    cache_bytes = check_int("cache_bytes", cache_bytes, low=0)
+    if cache_bytes is not None:
+        cache_bytes = check_int("cache_bytes", cache_bytes, low=0)
     if not isinstance(eager, (bool, np.bool_)):
         raise TypeError(f"eager must be a bool, got {type(eager).__name__}")
     if share == "region":
@@ -266,7 +287,8 @@ def fit_local(X: ArrayLike, Y: ArrayLike, params: TGPParams | None = None, *, n_
     elif region_size is not None or eager:
         raise ValueError(f"region_size and eager apply to share='region' only, not share={share!r}")
     model = LocalTGPModel(X=X, Y=Y, params=params, n_neighbors=k, sample_weight=w, share=share,
-                          group_size=group_size, region_size=region_size or 0, cache_bytes=cache_bytes)
+                          group_size=group_size, region_size=region_size or 0,
+                          cache_bytes=cache_bytes)
     if eager:
         model.factorize_regions("sm", threads=threads)
     return model
@@ -291,14 +313,14 @@ def _neighbours(model: LocalTGPModel, X: np.ndarray) -> np.ndarray:
 def neighbour_groups(model: LocalTGPModel, X: np.ndarray, seed: int = 0) -> list[tuple[np.ndarray, Any]]:
     """``[(test rows, sorted training indices), ...]``: the local models a prediction of ``X`` needs.
 
-    With ``share='region'`` the second entry is the region (an int).  ``X`` is one chunk
-    (:func:`chunk_rows`): the ``(n, K)`` neighbour
-    indices are held at once.
+    With ``share='region'`` the second entry is the region model (an int,
+    :attr:`LocalTGPModel.model_of`).  ``X`` is one chunk (:func:`chunk_rows`):
+    the ``(n, K)`` neighbour indices are held at once.
     """
     k = model.n_neighbors
-    if model.share == "region":  # [(test rows, region)], regions in increasing order
-        assert model.center_tree is not None and model.centers is not None
-        labels = _regions.nearest(model.center_tree, X, model.centers, 1)[:, 0]
+    if model.share == "region":  # [(test rows, region model)], models in increasing order
+        assert model.center_tree is not None and model.centers is not None and model.model_of is not None
+        labels = model.model_of[_regions.nearest(model.center_tree, X, model.centers, 1)[:, 0]]
         order = np.argsort(labels, kind="stable")
         bounds = np.flatnonzero(np.diff(labels[order])) + 1
         return [(rows, int(labels[rows[0]])) for rows in np.split(order, bounds) if rows.size]
@@ -350,7 +372,7 @@ def predict_local(model: LocalTGPModel, X, *, method: str, init, max_iter: int, 
     def run(group):
         rows, members = group
         if model.share == "region":  # members: the region
-            sub = _region_model(model, members, methods)
+            sub = _shared_model(model, members, methods)
         else:
             sub = _fit_members(model, members, methods)
         with quiet():  # counted and reported once below

@@ -9,22 +9,28 @@ points nearest to the centroid.  No random numbers are drawn: the regions,
 the models and therefore every prediction are functions of the training
 data, ``K`` and ``region_size`` alone.
 
-Region models are factorised on first use and kept in a :class:`ModelCache`
-of bounded size (least recently used first out), so that a second
-prediction in the same regions factorises nothing.
+Regions whose ``K`` nearest training points coincide share one model
+(:func:`shared_models`).  Models are factorised on first use and kept in a
+:class:`ModelCache` of bounded size (least recently used first out), their
+triangular factors packed (:class:`CompactModel`, half the bytes), so that
+a second prediction in the same regions factorises nothing.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy.spatial import cKDTree
+
+from fastsm import config
 
 if TYPE_CHECKING:
     from fastsm.tgp.model import TGPModel
@@ -79,6 +85,21 @@ def nearest(tree: cKDTree, X: np.ndarray, points: np.ndarray, k: int) -> np.ndar
     return idx
 
 
+def shared_models(members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(model_of, first)``: the model of each region and one region of each model.
+
+    Regions whose member rows are equal (``members`` sorted per row) get the
+    same model index; models are numbered in order of their first region and
+    ``first[m]`` is that region.
+    """
+    _, first, inverse = np.unique(members, axis=0, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    order = np.argsort(first, kind="stable")  # number the models by their first region
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    return rank[inverse].astype(np.int64), first[order].astype(np.int64)
+
+
 def model_nbytes(model) -> int:
     """Bytes held by a fitted model's arrays."""
     total = 0
@@ -86,6 +107,95 @@ def model_nbytes(model) -> int:
         if isinstance(value, np.ndarray):
             total += value.nbytes
     return total
+
+
+#: The fields of a fitted model that are lower-triangular matrices (zeros above the diagonal).
+_TRIANGULAR = ("Wx", "Wy", "Wxy", "G")
+
+
+@functools.lru_cache(maxsize=8)
+def _lower(n: int) -> np.ndarray:
+    mask = np.tri(n, dtype=bool)
+    mask.setflags(write=False)
+    return mask
+
+
+@dataclass(frozen=True, eq=False)
+class CompactModel:
+    """A fitted :class:`~fastsm.tgp.model.TGPModel` with its triangular factors packed.
+
+    The factors' lower triangles are kept row by row (their upper triangles
+    are zero), so a model takes about half the bytes; :meth:`unpack` gives
+    back a model bitwise equal to the packed one.
+    """
+
+    parts: dict
+    X: np.ndarray
+    Y: np.ndarray
+    params: object
+    methods: tuple[str, ...]
+    sample_weight: np.ndarray | None
+
+    @classmethod
+    def pack(cls, model: TGPModel) -> CompactModel:
+        parts = {}
+        for name in (*_TRIANGULAR, "logdet_x", "logdet_y", "logdet_xy", "y_spread", "ridge_coef"):
+            value = getattr(model, name)
+            if name in _TRIANGULAR and value is not None:
+                value = value[_lower(value.shape[0])]
+            parts[name] = value
+        return cls(parts, model.X, model.Y, model.params, model.methods, model.sample_weight)
+
+    def unpack(self) -> TGPModel:
+        from fastsm.tgp.model import TGPModel  # a model imports the fitting code; regions does not need it
+
+        parts = dict(self.parts)
+        n = self.X.shape[0]
+        for name in _TRIANGULAR:
+            if parts[name] is not None:
+                full = np.zeros((n, n))
+                full[_lower(n)] = parts[name]
+                parts[name] = full
+        return TGPModel._from_parts(self.X, self.Y, self.params, self.methods, parts, self.sample_weight,
+                                    copy=False)
+
+    @property
+    def nbytes(self) -> int:
+        total = sum(a.nbytes for a in (self.X, self.Y, self.sample_weight) if a is not None)
+        return total + sum(v.nbytes for v in self.parts.values() if isinstance(v, np.ndarray))
+
+
+def usable_memory() -> int | None:
+    """Bytes of memory this process may use: physical memory, or a container's (cgroup) limit if lower.
+
+    ``None`` where neither can be read (e.g. Windows).
+    """
+    found = []
+    try:
+        found.append(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):
+        pass
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(path) as f:
+                text = f.read().strip()
+        except OSError:
+            continue
+        if text.isdigit():
+            found.append(int(text))
+    found = [b for b in found if b > 0]
+    return min(found) if found else None
+
+
+def default_cache_bytes() -> int:
+    """The default ``cache_bytes`` of :func:`fastsm.tgp.fit_local`: ``config.LOCAL_CACHE_SHARE`` of
+    :func:`usable_memory`, within ``[config.LOCAL_CACHE_MIN_BYTES, config.LOCAL_CACHE_MAX_BYTES]`` (the
+    minimum where the memory is unknown)."""
+    memory = usable_memory()
+    if memory is None:
+        return config.LOCAL_CACHE_MIN_BYTES
+    return int(min(config.LOCAL_CACHE_MAX_BYTES, max(config.LOCAL_CACHE_MIN_BYTES,
+                                                    config.LOCAL_CACHE_SHARE * memory)))
 
 
 #: Every live cache, for the fork hook below.
@@ -102,9 +212,10 @@ if hasattr(os, "register_at_fork"):
 
 
 class ModelCache:
-    """Factorised region models, at most ``max_bytes`` of them, least recently used evicted first.
+    """Factorised models, packed (:class:`CompactModel`), at most ``max_bytes`` of them, least recently used
+    evicted first.
 
-    Thread-safe: two threads asking for the same region build it once (the
+    Thread-safe: two threads asking for the same model build it once (the
     second waits).  Fork-safe: a child process gets fresh locks (those held by
     the parent's other threads at the fork would never be released) and keeps
     the models already built.  ``n_factorized`` counts the models built so far.
@@ -114,7 +225,7 @@ class ModelCache:
         self.max_bytes = max_bytes
         self.n_factorized = 0
         self.nbytes = 0
-        self._models: OrderedDict[int, TGPModel] = OrderedDict()
+        self._models: OrderedDict[int, CompactModel] = OrderedDict()
         self._lock = threading.Lock()
         self._pending: dict[int, threading.Lock] = {}
         _CACHES.add(self)
@@ -125,47 +236,49 @@ class ModelCache:
         # statements; a model being built was not yet stored)
         self._lock = threading.Lock()
         self._pending = {}
-        self.nbytes = sum(model_nbytes(m) for m in self._models.values())
+        self.nbytes = sum(m.nbytes for m in self._models.values())
 
     def __len__(self) -> int:
         return len(self._models)
 
-    def _lookup(self, region: int, methods: tuple[str, ...]) -> TGPModel | None:
-        model = self._models.get(region)
+    def _lookup(self, key: int, methods: tuple[str, ...]) -> CompactModel | None:
+        model = self._models.get(key)
         if model is not None and set(methods) <= set(model.methods):
-            self._models.move_to_end(region)
+            self._models.move_to_end(key)
             return model
         return None
 
-    def get(self, region: int, methods: tuple[str, ...], build: Callable[[tuple[str, ...]], TGPModel]):
-        """The model of ``region`` for ``methods``: cached, or ``build(methods)`` (then cached if it fits).
+    def get(self, key: int, methods: tuple[str, ...], build: Callable[[tuple[str, ...]], TGPModel]) -> TGPModel:
+        """Model ``key`` for ``methods``: cached, or ``build(methods)`` (then cached if it fits).
 
-        A cached model of the region for other methods is rebuilt for both
-        sets of methods (a model factorised for ``("kl", "sm")`` serves KL and SM).
+        A cached model for other methods is rebuilt for both sets of methods
+        (a model factorised for ``("kl", "sm")`` serves KL and SM).
         """
         with self._lock:
-            model = self._lookup(region, methods)
-            if model is not None:
-                return model
-            gate = self._pending.setdefault(region, threading.Lock())
+            found = self._lookup(key, methods)
+            if found is None:
+                gate = self._pending.setdefault(key, threading.Lock())
+        if found is not None:
+            return found.unpack()
         with gate:
             with self._lock:
-                model = self._lookup(region, methods)
-                old = self._models.get(region)
-            if model is not None:
-                return model
+                found = self._lookup(key, methods)
+                old = self._models.get(key)
+            if found is not None:
+                return found.unpack()
             wanted = tuple(sorted(set(methods) | set(old.methods if old is not None else ())))
             model = build(wanted)
-            size = model_nbytes(model)
+            packed = CompactModel.pack(model)
+            size = packed.nbytes
             with self._lock:
                 self.n_factorized += 1
-                if region in self._models:
-                    self.nbytes -= model_nbytes(self._models.pop(region))
+                if key in self._models:
+                    self.nbytes -= self._models.pop(key).nbytes
                 if size <= self.max_bytes:
-                    self._models[region] = model
+                    self._models[key] = packed
                     self.nbytes += size
                     while self.nbytes > self.max_bytes:
                         _, evicted = self._models.popitem(last=False)
-                        self.nbytes -= model_nbytes(evicted)
-                self._pending.pop(region, None)
+                        self.nbytes -= evicted.nbytes
+                self._pending.pop(key, None)
             return model
