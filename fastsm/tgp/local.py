@@ -124,10 +124,10 @@ class LocalTGPModel:
         check_choice("share", self.share, SHARES)
         if self.share == "region":
             object.__setattr__(self, "region_size", check_int("region_size", self.region_size, low=1))
-        if self.cache_bytes is None:
-            object.__setattr__(self, "cache_bytes", _regions.default_cache_bytes())
+        budget = _regions.default_cache_bytes() if self.cache_bytes is None else self.cache_bytes
+        object.__setattr__(self, "cache_bytes", budget)
         object.__setattr__(self, "tree", cKDTree(self.X))
-        object.__setattr__(self, "cache", _regions.ModelCache(self.cache_bytes))
+        object.__setattr__(self, "cache", _regions.ModelCache(budget))
         if self.share == "region":
             centers = _regions.partition(self.X, self.region_size)
             members = np.sort(_regions.nearest(self.tree, centers, self.X, self.n_neighbors), axis=1)
@@ -145,7 +145,7 @@ class LocalTGPModel:
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        object.__setattr__(self, "cache", _regions.ModelCache(self.cache_bytes))
+        object.__setattr__(self, "cache", _regions.ModelCache(int(self.cache_bytes or 0)))
 
     @property
     def n_train(self) -> int:

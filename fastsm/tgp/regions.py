@@ -34,6 +34,7 @@ from fastsm import config
 
 if TYPE_CHECKING:
     from fastsm.tgp.model import TGPModel
+    from fastsm.tgp.params import TGPParams
 
 
 def partition(X: np.ndarray, region_size: int) -> np.ndarray:
@@ -132,7 +133,7 @@ class CompactModel:
     parts: dict
     X: np.ndarray
     Y: np.ndarray
-    params: object
+    params: TGPParams
     methods: tuple[str, ...]
     sample_weight: np.ndarray | None
 
