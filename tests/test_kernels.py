@@ -97,3 +97,26 @@ def test_linesearch_helpers():
     assert not approx_wolfe_accept_min(1.0, 1.0 + 5e-10, -1.0, -0.1)  # rose too much
     assert not approx_wolfe_accept_min(1.0, 1.0, -1.0, -0.95)  # did not go far enough
     assert not approx_wolfe_accept_min(1.0, 1.0, -1.0, 0.9)  # overshot
+
+
+def test_potrf_trtri_against_scipy_and_reads_the_lower_triangle_only():
+    """fastsm._lapack.potrf_trtri (GIL-free LAPACK) against SciPy's Cholesky; garbage above the diagonal."""
+    import scipy.linalg as sl
+
+    from fastsm._lapack import lower_part, potrf_trtri
+
+    rng = np.random.default_rng(5)
+    for n in (1, 2, 13, 120):
+        A = rng.standard_normal((n, n + 3))
+        K = A @ A.T / n + 1e-3 * np.eye(n)
+        L, W, logdet, info = potrf_trtri(np.where(np.tri(n, dtype=bool), K, np.nan))
+        assert info == 0 and L.flags.c_contiguous and W.flags.c_contiguous
+        np.testing.assert_allclose(L, sl.cholesky(K, lower=True, check_finite=False), rtol=0, atol=1e-13)
+        np.testing.assert_array_equal(np.triu(W, 1), 0.0)
+        np.testing.assert_allclose(W @ L, np.eye(n), atol=1e-12 * n)
+        assert abs(logdet - np.linalg.slogdet(K)[1]) <= 1e-12 * n
+        B = rng.standard_normal((n, n))
+        np.testing.assert_array_equal(lower_part(np.asfortranarray(B).T), np.tril(B))
+    bad = np.eye(3)
+    bad[1, 1] = -1.0
+    assert potrf_trtri(bad)[3] == 2
