@@ -91,6 +91,8 @@ class LocalTGPModel:
     model_of : ndarray (n_regions,) or None
         The model of each region: regions with equal ``members`` share one
         (``share="region"``).
+    first_region : ndarray (n_models,) or None
+        The first region of each model (models are numbered in that order).
     """
 
     X: np.ndarray
@@ -245,7 +247,7 @@ def fit_local(X: ArrayLike, Y: ArrayLike, params: TGPParams | None = None, *, n_
         ``share="region"``: training points per region, ``1 <= region_size
         <= N`` (regions hold between half of it and it); default
         ``max(1, K // 8)`` (``docs/scale.md``: choosing K and the region size).
-    cache_bytes : int
+    cache_bytes : int, optional
         ``share="region"``: bound on the bytes of factorised region models
         the model keeps, packed (least recently used evicted first); 0 keeps
         none.  Default :func:`fastsm.tgp.regions.default_cache_bytes`: an eighth of
@@ -287,8 +289,7 @@ def fit_local(X: ArrayLike, Y: ArrayLike, params: TGPParams | None = None, *, n_
     elif region_size is not None or eager:
         raise ValueError(f"region_size and eager apply to share='region' only, not share={share!r}")
     model = LocalTGPModel(X=X, Y=Y, params=params, n_neighbors=k, sample_weight=w, share=share,
-                          group_size=group_size, region_size=region_size or 0,
-                          cache_bytes=cache_bytes)
+                          group_size=group_size, region_size=region_size or 0, cache_bytes=cache_bytes)
     if eager:
         model.factorize_regions("sm", threads=threads)
     return model
