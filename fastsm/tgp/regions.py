@@ -24,7 +24,7 @@ import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -140,7 +140,7 @@ class CompactModel:
     @classmethod
     def pack(cls, model: TGPModel) -> CompactModel:
         parts = {}
-        for name in (*_TRIANGULAR, "logdet_x", "logdet_y", "logdet_xy", "y_spread", "ridge_coef"):
+        for name in (f.name for f in fields(model) if not f.init):  # what the fit computed
             value = getattr(model, name)
             if name in _TRIANGULAR and value is not None:
                 value = value[_lower(value.shape[0])]
