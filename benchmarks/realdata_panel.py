@@ -149,8 +149,9 @@ def outer_folds(name: str):
     return X, Y, folds
 
 
-def run_task(name: str, choices: list | None = None):
-    """``{method: (R², fit seconds, predict seconds)}`` for one task; ``choices`` collects TwinGPRegressorCV's."""
+def run_task(name: str, choices: list | None = None, regimes: list | None = None):
+    """``{method: (R², fit seconds, predict seconds)}`` for one task; ``choices`` collects TwinGPRegressorCV's
+    choices, ``regimes`` TwinGPRegressor()'s."""
     from sklearn.base import clone
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.metrics import r2_score
@@ -173,6 +174,9 @@ def run_task(name: str, choices: list | None = None):
             P[te] = Pte if back is None else back(Pte)
             if choices is not None and label == "TwinGPRegressorCV()":
                 choices.append(describe(est))
+            if regimes is not None and label == "TwinGPRegressor()":
+                regimes.append(f"{est.regime_} (leave-one-out MSE sharp / smooth "
+                               f"{est.regime_scores_['sharp'] / est.regime_scores_['smooth']:.3f})")
         out[label] = (float(r2_score(Y, P)), t_fit, t_pred)
     return out
 
@@ -294,11 +298,13 @@ def main(argv=None) -> int:
     head = f"{'task':15} {'method':22} {'R2':>8} {'fit [s]':>8} {'predict [s]':>11}"
     print(head)
     print("-" * len(head))
-    verdicts, chosen, defaults = [], [], []
+    verdicts, chosen, defaults, regimes = [], [], [], []
     for name in names:
-        picks = []
-        res = run_task(name, picks)
+        picks: list[str] = []
+        kinds: list[str] = []
+        res = run_task(name, picks, kinds)
         chosen += [f"{name}, fold {k + 1}: {c}" for k, c in enumerate(picks)]
+        regimes += [f"{name}, fold {k + 1}: {c}" for k, c in enumerate(kinds)]
         for label, (r2, tf, tp) in res.items():
             print(f"{name:15} {label:22} {r2:8.4f} {tf:8.2f} {tp:11.3f}")
         base = {k: v for k, v in res.items() if not k.startswith("TwinGP")}
@@ -313,6 +319,8 @@ def main(argv=None) -> int:
                         f"{d_fit / tgp_fit:.3f} x the CV estimator's")
     print("\nTwinGPRegressorCV()'s choices")
     print("\n".join(chosen))
+    print("\nTwinGPRegressor()'s regimes (gamma_x = lambda_x = \"auto\")")
+    print("\n".join(regimes))
     print()
     print("\n".join(verdicts))
     print()

@@ -13,6 +13,7 @@ from typing import Any, cast
 import numpy as np
 
 from fastsm.tgp.prediction import Method
+from fastsm.tgp.regimes import choose_regime, is_auto, regime_params
 
 try:
     from sklearn.base import BaseEstimator, RegressorMixin
@@ -121,16 +122,21 @@ class TwinGPRegressor(_TwinGPPredictMixin, RegressorMixin, BaseEstimator):
         outputs, or ``"scale"`` / ``"f*scale"``: relative to the median
         squared distance between training rows (:class:`fastsm.tgp.TGPParams`),
         so that predictions do not depend on the units of ``X`` and ``y``.
-        ``model_.params`` holds the numbers.
+        ``gamma_x="auto"``: see below.  ``model_.params`` holds the numbers.
     lambda_x, lambda_y : float
         Regularisers (GP noise) of ``K_X`` and ``K_Y``, relative to the
-        kernels' unit variance.
+        kernels' unit variance.  ``lambda_x="auto"``: see below.
 
-    The defaults (KLTGP, ``gamma_x="0.5*scale"``, ``gamma_y="0.5*scale"``,
-    ``lambda_x=1e-3``, ``lambda_y=1``) are the fixed setting closest to
-    :class:`TwinGPRegressorCV` on the real-data panel (docs/selection.md,
-    "TwinGPRegressor()'s defaults"); they need no cross-validation and keep
-    the predictions independent of units.
+    The defaults are KLTGP with ``gamma_y="0.5*scale"``, ``lambda_y=1`` and
+    ``gamma_x = lambda_x = "auto"``: the input kernel of one of two regimes,
+    ``"sharp"`` (``gamma_x="0.5*scale"``, ``lambda_x=1e-3``, for data with
+    signal) or ``"smooth"`` (``"0.0625*scale"``, ``0.1``, for small or
+    weak-signal sets), whichever has the smaller exact leave-one-out error
+    (:func:`fastsm.tgp.regimes.choose_regime`; about two predictions of the
+    training set).  Within 0.03 R² of :class:`TwinGPRegressorCV` on every
+    task of the real-data panel at a few per cent of its fit time
+    (docs/selection.md, "TwinGPRegressor()'s defaults"); predictions do not
+    depend on units.  Numbers for both skip the choice.
     max_iter, tol : int, float
         Optimiser limits per test point (:func:`fastsm.tgp.predict`).
     n_jobs : int, optional
@@ -139,6 +145,10 @@ class TwinGPRegressor(_TwinGPPredictMixin, RegressorMixin, BaseEstimator):
     Attributes
     ----------
     model_ : fastsm.tgp.TGPModel
+    regime_ : str or None
+        ``"sharp"`` or ``"smooth"`` where ``gamma_x`` or ``lambda_x`` is ``"auto"``, else ``None``.
+    regime_scores_ : dict of str to float
+        Each regime's weighted leave-one-out mean squared error (empty without ``"auto"``).
     n_features_in_ : int
     feature_names_in_ : ndarray of str
         Only when ``X`` has string column names.
@@ -154,8 +164,8 @@ class TwinGPRegressor(_TwinGPPredictMixin, RegressorMixin, BaseEstimator):
     ((50,), (50,))
     """
 
-    def __init__(self, method: str = "kl", alpha: float = 0.9, beta: float = 1.5, gamma_x: float | str = "0.5*scale",
-                 gamma_y: float | str = "0.5*scale", lambda_x: float = 1e-3, lambda_y: float = 1.0,
+    def __init__(self, method: str = "kl", alpha: float = 0.9, beta: float = 1.5, gamma_x: float | str = "auto",
+                 gamma_y: float | str = "0.5*scale", lambda_x: float | str = "auto", lambda_y: float = 1.0,
                  max_iter: int = config.DEFAULT_MAX_ITER, tol: float = config.DEFAULT_TOL, n_jobs: int | None = None):
         self.method = method
         self.alpha = alpha
@@ -169,13 +179,28 @@ class TwinGPRegressor(_TwinGPPredictMixin, RegressorMixin, BaseEstimator):
         self.n_jobs = n_jobs
 
     def fit(self, X, y, sample_weight=None):
-        """Fit on ``X`` (n, dx) and ``y`` (n,) or (n, dy); ``sample_weight`` gives IW-TGP (MATH §6)."""
+        """Fit on ``X`` (n, dx) and ``y`` (n,) or (n, dy); ``sample_weight`` gives IW-TGP (MATH §6).
+
+        With ``gamma_x`` or ``lambda_x`` ``"auto"`` the input kernel's regime is chosen first by exact
+        leave-one-out (:func:`fastsm.tgp.regimes.choose_regime`).
+        """
         self._check_method()
-        params = tgp.TGPParams(gamma_x=self.gamma_x, gamma_y=self.gamma_y, lambda_x=self.lambda_x,
-                               lambda_y=self.lambda_y, alpha=self.alpha, beta=self.beta)
+        kw = dict(gamma_x=self.gamma_x, gamma_y=self.gamma_y, lambda_x=self.lambda_x, lambda_y=self.lambda_y,
+                  alpha=self.alpha, beta=self.beta)
+        candidates = regime_params(kw) if is_auto(kw) else None  # invalid values raise here, before the data
+        params = tgp.TGPParams(**kw) if candidates is None else None
         X, Y = self._fit_data(X, y)
-        self.model_ = tgp.fit(X, Y, params, methods=_methods(self.method), threads=_threads(self.n_jobs),
-                              sample_weight=sample_weight)
+        threads, methods = _threads(self.n_jobs), _methods(self.method)
+        model = None
+        self.regime_, self.regime_scores_ = None, {}
+        if candidates is not None:
+            choice = choose_regime(X, Y, kw, scored="ikl" if self.method == "ikl" else "kl",
+                                   sample_weight=sample_weight, threads=threads, max_iter=self.max_iter, tol=self.tol)
+            self.regime_, self.regime_scores_, params = choice.regime, choice.scores, choice.params
+            if choice.model is not None and choice.model.methods == methods:
+                model = choice.model
+        self.model_ = model if model is not None else tgp.fit(X, Y, params, methods=methods, threads=threads,
+                                                               sample_weight=sample_weight)
         return self
 
 

@@ -1,5 +1,6 @@
 """scikit-learn estimators: the estimator checks, Pipeline, GridSearchCV, pickling, KLIEPWeights."""
 
+import dataclasses
 import pickle
 
 import numpy as np
@@ -14,6 +15,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
 
 from fastsm import datasets, shift, tgp  # noqa: E402
 from fastsm.sklearn import KLIEPWeights, TwinGPRegressor, TwinGPRegressorCV  # noqa: E402
+from fastsm.tgp.regimes import REGIMES  # noqa: E402
 
 # small grids keep the CV estimator's checks fast
 CV_SMALL = dict(alphas=(0.3, 0.7), betas=(1.5,), gammas_x=0.5, gammas_y=1.0, lambdas_x=1e-2, lambdas_y=1e-2, cv=3)
@@ -121,8 +123,8 @@ def toy():
 
 def test_estimator_equals_the_functional_api(toy):
     X, Xt, Y, _ = toy
-    reg = TwinGPRegressor(method="sm", alpha=0.6).fit(X, Y.ravel())
-    # the estimator's default kernels
+    reg = TwinGPRegressor(method="sm", alpha=0.6, **REGIMES["sharp"]).fit(X, Y.ravel())
+    # the estimator's default output kernel, the sharp regime's input kernel
     params = tgp.TGPParams(gamma_x="0.5*scale", gamma_y="0.5*scale", lambda_x=1e-3, lambda_y=1.0, alpha=0.6)
     p = tgp.predict(tgp.fit(X, Y, params), Xt, method="sm")
     assert reg.model_.params == tgp.fit(X, Y, params).params  # "scale" resolved alike
@@ -131,8 +133,9 @@ def test_estimator_equals_the_functional_api(toy):
     np.testing.assert_array_equal(y, p.y[:, 0])
     np.testing.assert_array_equal(lc, p.log_certainty)
     assert reg.predict(Xt[:3]).ndim == 1 and TwinGPRegressor().fit(X, Y).predict(Xt[:3]).shape == (3, 1)
-    default = TwinGPRegressor().fit(X, Y)
-    np.testing.assert_array_equal(default.predict(Xt), tgp.predict(tgp.fit(X, Y, params), Xt, method="kl").y)
+    default = TwinGPRegressor().fit(X, Y)  # the input kernel of its regime ("auto"), the rest as above
+    chosen = dataclasses.replace(params, **REGIMES[default.regime_])
+    np.testing.assert_array_equal(default.predict(Xt), tgp.predict(tgp.fit(X, Y, chosen), Xt, method="kl").y)
 
 
 def test_pipeline_gridsearch_and_pickle(toy):
@@ -197,6 +200,8 @@ def test_estimators_reject_bad_parameters(toy):
     with pytest.raises(ValueError, match="search"):
         TwinGPRegressorCV(search="random").fit(X, Y)
     with pytest.raises(ValueError, match="gamma_x"):
-        TwinGPRegressor(gamma_x="auto").fit(X, Y)
+        TwinGPRegressor(gamma_x="wide").fit(X, Y)
+    with pytest.raises(ValueError, match="lambda_x"):
+        TwinGPRegressor(lambda_x="big").fit(X, Y)
     with pytest.raises(ValueError, match="gammas_y"):
         TwinGPRegressorCV(gammas_y=("scale", "wide")).fit(X, Y)
