@@ -105,3 +105,23 @@ def test_select_rejects_bad_input(data):
         tgp.select(X, Y[:-1])
     with pytest.raises(ValueError, match="one error per validation point"):
         tgp.select(X, Y, alphas=[0.5], betas=[1.0], scoring=lambda a, b: 0.0, **BASE)
+
+
+def test_the_loo_ridge_start_is_computed_once_per_training_set(data, monkeypatch):
+    """The linear start's ridge depends on the data and weights only: one per kept set, not per kernel."""
+    import importlib
+
+    sel_mod = importlib.import_module("fastsm.tgp.select")  # the module (fastsm.tgp.select is the function)
+    X, Y = data
+    calls = []
+    real = sel_mod.loo_ridge
+    monkeypatch.setattr(sel_mod, "loo_ridge", lambda m: calls.append(m.n_train) or real(m))
+    grid = dict(gammas_x=(0.25, 0.5, 1.0), gammas_y=(1.0, 2.0), lambdas_x=(1e-3, 1e-2), lambdas_y=1e-2)
+    once = tgp.select(X, Y, method="kl", search="grid", **grid)
+    assert calls == [len(X)]
+    monkeypatch.setattr(sel_mod, "loo_ridge", real)
+    # the scores are those of loo_predict's own start (init="linear"), computed per setting
+    for row in (0, 5, 11):
+        p = tgp.TGPParams(**{k: float(once.table[k][row]) for k in ("gamma_x", "gamma_y", "lambda_x", "lambda_y")})
+        pred = tgp.loo_predict(tgp.fit(X, Y, p, methods=("kl",)), method="kl")
+        assert once.table["mean"][row] == float(np.abs(pred.y - Y).mean(axis=1).mean())

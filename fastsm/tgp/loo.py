@@ -109,6 +109,19 @@ def loo_ridge(model: TGPModel) -> np.ndarray:
     return np.einsum("ij,ijk->ik", Ai, coef)
 
 
+def loo_linear_start(model: TGPModel, method: str, ridge: np.ndarray | None = None) -> np.ndarray:
+    """``init="linear"`` of :func:`loo_predict`: each left-out set's ridge at its point, kept where supported.
+
+    ``ridge`` is :func:`loo_ridge` of ``model`` if already computed: it depends on the training data and
+    weights only, not on the kernels, so a search over kernels computes it once
+    (:func:`fastsm.tgp.select`).  The rest (:func:`~fastsm.tgp.prediction.supported_start`) depends on
+    the model.
+    """
+    held = np.arange(model.n_train, dtype=np.int64)
+    return supported_start(model, model.X, loo_ridge(model) if ridge is None else ridge, method, held,
+                           loo_spread(model.Y))
+
+
 def loo_predict(
     model: TGPModel,
     *,
@@ -171,7 +184,7 @@ def loo_predict(
     spread = loo_spread(model.Y)
     held = np.arange(n, dtype=np.int64)
     Y0 = start(init, method, (n, dy), "one start per training point",
-               linear=lambda: supported_start(model, model.X, loo_ridge(model), method, held, spread),
+               linear=lambda: loo_linear_start(model, method),
                kl=lambda: loo_predict(model, method="kl", init="linear",
                                       max_iter=kl_start_iterations(max_iter), tol=tol,
                                       threads=threads, optimizer=optimizer, trust_radius=trust_radius,

@@ -42,7 +42,7 @@ from fastsm._warn import warn
 from fastsm.exceptions import ExtrapolationWarning
 from fastsm.tgp.api import fit, predict
 from fastsm.tgp.fitting import check_sample_weight, informative, spd_factor, weighted_gram
-from fastsm.tgp.loo import LooMethod, loo_predict
+from fastsm.tgp.loo import LooMethod, loo_linear_start, loo_predict, loo_ridge
 from fastsm.tgp.model import TGPModel, TGPParams
 from fastsm.tgp.params import SCALE_X, SCALE_Y
 from fastsm.tgp.prediction import kl_start_iterations, quiet
@@ -278,6 +278,7 @@ def select(
     start_opts: dict[str, Any] = {**opts, "init": "linear", "max_iter": kl_start_iterations(max_iter)}
     n_folds = 1 if folds is None else len(folds)
     n_fact = 0
+    ridges: dict[bytes, np.ndarray] = {}  # loo_ridge per set of kept training points
 
     def evaluate(kern: tuple, scored: LooMethod, a_list: tuple, bar: Progress) -> dict:
         """Mean and std of the validation error, converged and extrapolated shares, per alpha of ``a_list``.
@@ -291,11 +292,19 @@ def select(
         for fold in ([None] if folds is None else folds):
             if fold is None:
                 model0 = fit(X, Y, base, methods=_fit_methods(scored), threads=threads, sample_weight=w)
-                kl = loo_predict(model0, method="kl", **opts) if scored == "sm" else None
-                start = loo_predict(model0, method="kl", **start_opts).y if scored == "sm" else None
                 # fit leaves out zero-weight points; their validation weight is zero too
                 kept = slice(None) if w is None else informative(w, base)
                 Yv, wv = Y[kept], None if w is None else w[kept]
+                key = b"" if w is None else np.asarray(kept).tobytes()
+                if key not in ridges:  # "linear"'s ridge part: the same for every kernel setting
+                    ridges[key] = loo_ridge(model0)
+                y0 = loo_linear_start(model0, "kl" if scored == "sm" else scored, ridges[key])
+                linear = y0 if np.isfinite(y0).all() else None  # None: init="linear" reports the overflow
+                kl = start = None
+                if scored == "sm":
+                    kl = loo_predict(model0, method="kl", **{**opts, "init": linear})
+                    start = loo_predict(model0, method="kl",
+                                        **{**start_opts, "init": "linear" if linear is None else linear}).y
             else:
                 tr, va = fold
                 if w is not None and not informative(w[tr], base).any():
@@ -314,7 +323,7 @@ def select(
                 model = with_alpha(model0, a) if a != model0.params.alpha else model0
                 n_fact += model is not model0
                 if fold is None:
-                    pred = loo_predict(model, method=scored, init=start, **opts)
+                    pred = loo_predict(model, method=scored, init=linear if start is None else start, **opts)
                 else:
                     pred = predict(model, X[fold[1]], method=scored, init=start, **opts)
                 per_alpha[a].append(_fold_errors(score_fn, Yv, wv, pred))
