@@ -13,7 +13,7 @@ from typing import Any, cast
 import numpy as np
 
 from fastsm.tgp.prediction import Method
-from fastsm.tgp.regimes import choose_regime, is_auto, regime_params
+from fastsm.tgp.regimes import fit_auto, regime_params
 
 try:
     from sklearn.base import BaseEstimator, RegressorMixin
@@ -24,6 +24,7 @@ except ImportError as exc:  # pragma: no cover - optional dependency
 from fastsm import config, shift, tgp
 from fastsm.shift.kliep import DEFAULT_MAX_ITER as KLIEP_MAX_ITER
 from fastsm.shift.kliep import DEFAULT_TOL as KLIEP_TOL
+from fastsm.tgp.scoring import cv_results
 from fastsm.tgp.search import COLUMNS, DEFAULT_ALPHAS, GAMMA_X_GRID, GAMMA_Y_GRID, LAMBDA_GRID, SEARCHES
 
 __all__ = ["TwinGPRegressor", "TwinGPRegressorCV", "KLIEPWeights"]
@@ -122,21 +123,19 @@ class TwinGPRegressor(_TwinGPPredictMixin, RegressorMixin, BaseEstimator):
         outputs, or ``"scale"`` / ``"f*scale"``: relative to the median
         squared distance between training rows (:class:`fastsm.tgp.TGPParams`),
         so that predictions do not depend on the units of ``X`` and ``y``.
-        ``gamma_x="auto"``: see below.  ``model_.params`` holds the numbers.
+        ``model_.params`` holds the numbers.
     lambda_x, lambda_y : float
         Regularisers (GP noise) of ``K_X`` and ``K_Y``, relative to the
-        kernels' unit variance.  ``lambda_x="auto"``: see below.
+        kernels' unit variance.
 
-    The defaults are KLTGP with ``gamma_y="0.5*scale"``, ``lambda_y=1`` and
-    ``gamma_x = lambda_x = "auto"``: the input kernel of one of two regimes,
-    ``"sharp"`` (``gamma_x="0.5*scale"``, ``lambda_x=1e-3``, for data with
-    signal) or ``"smooth"`` (``"0.0625*scale"``, ``0.1``, for small or
-    weak-signal sets), whichever has the smaller exact leave-one-out error
-    (:func:`fastsm.tgp.regimes.choose_regime`; about two predictions of the
-    training set).  Within 0.03 R² of :class:`TwinGPRegressorCV` on every
-    task of the real-data panel at a few per cent of its fit time
-    (docs/selection.md, "TwinGPRegressor()'s defaults"); predictions do not
-    depend on units.  Numbers for both skip the choice.
+    ``gamma_x = lambda_x = "auto"`` (the default) take the input kernel of the
+    regime ``"sharp"`` (``"0.5*scale"``, ``1e-3``: data with signal) or
+    ``"smooth"`` (``"0.0625*scale"``, ``0.1``: small or weak-signal sets)
+    with the smaller exact leave-one-out error
+    (:mod:`fastsm.tgp.regimes`; about two predictions of the training
+    set): within 0.03 R² of :class:`TwinGPRegressorCV` on every task of the
+    real-data panel at a few per cent of its fit time, units-free
+    (docs/selection.md, "TwinGPRegressor()'s defaults").  Numbers skip it.
     max_iter, tol : int, float
         Optimiser limits per test point (:func:`fastsm.tgp.predict`).
     n_jobs : int, optional
@@ -182,25 +181,17 @@ class TwinGPRegressor(_TwinGPPredictMixin, RegressorMixin, BaseEstimator):
         """Fit on ``X`` (n, dx) and ``y`` (n,) or (n, dy); ``sample_weight`` gives IW-TGP (MATH §6).
 
         With ``gamma_x`` or ``lambda_x`` ``"auto"`` the input kernel's regime is chosen first by exact
-        leave-one-out (:func:`fastsm.tgp.regimes.choose_regime`).
+        leave-one-out (:func:`fastsm.tgp.regimes.fit_auto`).
         """
         self._check_method()
         kw = dict(gamma_x=self.gamma_x, gamma_y=self.gamma_y, lambda_x=self.lambda_x, lambda_y=self.lambda_y,
                   alpha=self.alpha, beta=self.beta)
-        candidates = regime_params(kw) if is_auto(kw) else None  # invalid values raise here, before the data
-        params = tgp.TGPParams(**kw) if candidates is None else None
+        regime_params(kw)  # invalid values raise here, before the data
         X, Y = self._fit_data(X, y)
-        threads, methods = _threads(self.n_jobs), _methods(self.method)
-        model = None
-        self.regime_, self.regime_scores_ = None, {}
-        if candidates is not None:
-            choice = choose_regime(X, Y, kw, scored="ikl" if self.method == "ikl" else "kl",
-                                   sample_weight=sample_weight, threads=threads, max_iter=self.max_iter, tol=self.tol)
-            self.regime_, self.regime_scores_, params = choice.regime, choice.scores, choice.params
-            if choice.model is not None and choice.model.methods == methods:
-                model = choice.model
-        self.model_ = model if model is not None else tgp.fit(X, Y, params, methods=methods, threads=threads,
-                                                               sample_weight=sample_weight)
+        self.model_, choice = fit_auto(X, Y, kw, methods=_methods(self.method), sample_weight=sample_weight,
+                                       threads=_threads(self.n_jobs), max_iter=self.max_iter, tol=self.tol)
+        self.regime_ = None if choice is None else choice.regime
+        self.regime_scores_ = {} if choice is None else choice.scores
         return self
 
 
@@ -317,7 +308,7 @@ class TwinGPRegressorCV(_TwinGPPredictMixin, RegressorMixin, BaseEstimator):
         self.best_index_ = int(np.flatnonzero(rows == sel.best_index)[0])
         self.best_score_ = -sel.best_score
         d = tgp.TGPParams()
-        self.cv_results_ = _cv_results(sel.table, rows, _first(self.alphas, d.alpha), _first(self.betas, d.beta))
+        self.cv_results_ = cv_results(sel.table, rows, _first(self.alphas, d.alpha), _first(self.betas, d.beta))
         self.selection_ = sel
         self.model_ = sel.model
         return self
@@ -329,34 +320,6 @@ def _first(values: Any, default: float) -> float:
         return float(default)
     first: Any = values if np.isscalar(values) else tuple(values)[0]
     return float(first)
-
-
-def _cv_results(table: dict, rows: np.ndarray, alpha: float, beta: float) -> dict:
-    """Rows ``rows`` of :class:`fastsm.tgp.Selection`'s table in ``GridSearchCV``'s ``cv_results_`` layout.
-
-    KLTGP rows (no ``alpha``, ``beta``) get ``alpha`` and ``beta`` (the values a KLTGP choice's
-    ``best_params_`` has), so every ``params`` entry is a valid parameter set; rank 1 is the
-    lowest mean error, non-finite means rank last.
-    """
-    from scipy.stats import rankdata
-
-    t = {c: np.asarray(v)[rows] for c, v in table.items()}
-    fill = {"alpha": alpha, "beta": beta}
-    for c, v in fill.items():
-        t[c] = np.where(np.isnan(t[c].astype(float)), v, t[c].astype(float))
-    n = rows.size
-    out: dict[str, Any] = {
-        "params": [{"method": str(t["method"][i]), **{c: float(t[c][i]) for c in COLUMNS}} for i in range(n)]}
-    out["param_method"] = np.asarray(t["method"])
-    for c in COLUMNS:
-        out[f"param_{c}"] = np.asarray(t[c], dtype=float)
-    mean = np.asarray(t["mean"], dtype=float)
-    out["mean_test_score"] = -mean
-    out["std_test_score"] = np.asarray(t["std"], dtype=float)
-    out["rank_test_score"] = rankdata(np.where(np.isfinite(mean), mean, np.inf), method="min").astype(np.int32)
-    out["converged"] = np.asarray(t["converged"], dtype=float)
-    out["extrapolated"] = np.asarray(t["extrapolated"], dtype=float)
-    return out
 
 
 class KLIEPWeights(BaseEstimator):

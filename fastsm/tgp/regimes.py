@@ -145,6 +145,24 @@ def choose_regime(
                         model=None if collapsed else models.get(regime))
 
 
+def fit_auto(X: np.ndarray, Y: np.ndarray, params: dict[str, Any], *, methods: tuple[str, ...],
+             sample_weight: ArrayLike | None = None, threads: int | None = None, max_iter: int,
+             tol: float) -> tuple[TGPModel, RegimeChoice | None]:
+    """:func:`fastsm.tgp.fit` with ``params``' ``"auto"`` entries chosen by :func:`choose_regime` first.
+
+    The regime is scored by IKLTGP if ``methods`` holds ``"ikl"``, else by KLTGP; its scored model is
+    the result where it was fitted with ``methods`` on the data as given.  Without ``"auto"``: the
+    fit and ``None``.
+    """
+    if not is_auto(params):
+        return fit(X, Y, TGPParams(**params), methods=methods, threads=threads, sample_weight=sample_weight), None
+    choice = choose_regime(X, Y, params, scored="ikl" if "ikl" in methods else "kl", sample_weight=sample_weight,
+                           threads=threads, max_iter=max_iter, tol=tol)
+    if choice.model is not None and choice.model.methods == tuple(methods):
+        return choice.model, choice
+    return fit(X, Y, choice.params, methods=methods, threads=threads, sample_weight=sample_weight), choice
+
+
 def distinct_rows(X: np.ndarray, Y: np.ndarray, w: np.ndarray | None) -> tuple[
         np.ndarray, np.ndarray, np.ndarray | None, bool]:
     """Copies of a training pair ``(x, y)`` as one row weighted by their number (or summed weights).

@@ -1,12 +1,15 @@
-"""How :func:`fastsm.tgp.select` scores a setting: per-point errors, the folds, and their summary."""
+"""How :func:`fastsm.tgp.select` scores a setting: per-point errors, the folds, their summary, and the
+scores in scikit-learn's ``cv_results_`` form."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from fastsm._validation import as_rng, check_int
+from fastsm.tgp.search import COLUMNS
 
 
 def _mae(Y, P):
@@ -77,3 +80,31 @@ def _summary(folds_a: list, loo: bool) -> tuple[float, float, float, float]:
     means = np.array([np.average(e, weights=ww) for e, ww, _, _ in folds_a if ww is None or (ww > 0.0).any()])
     return (float(means.mean()), float(means.std()), float(np.concatenate([c for _, _, c, _ in folds_a]).mean()),
             float(np.concatenate([x for _, _, _, x in folds_a]).mean()))
+
+
+def cv_results(table: dict, rows: np.ndarray, alpha: float, beta: float) -> dict:
+    """Rows ``rows`` of :class:`fastsm.tgp.Selection`'s table in ``GridSearchCV``'s ``cv_results_`` layout.
+
+    KLTGP rows (no ``alpha``, ``beta``) get ``alpha`` and ``beta`` (the values a KLTGP choice's
+    ``best_params_`` has), so every ``params`` entry is a valid parameter set; rank 1 is the
+    lowest mean error, non-finite means rank last.
+    """
+    from scipy.stats import rankdata
+
+    t = {c: np.asarray(v)[rows] for c, v in table.items()}
+    fill = {"alpha": alpha, "beta": beta}
+    for c, v in fill.items():
+        t[c] = np.where(np.isnan(t[c].astype(float)), v, t[c].astype(float))
+    n = rows.size
+    out: dict[str, Any] = {
+        "params": [{"method": str(t["method"][i]), **{c: float(t[c][i]) for c in COLUMNS}} for i in range(n)]}
+    out["param_method"] = np.asarray(t["method"])
+    for c in COLUMNS:
+        out[f"param_{c}"] = np.asarray(t[c], dtype=float)
+    mean = np.asarray(t["mean"], dtype=float)
+    out["mean_test_score"] = -mean
+    out["std_test_score"] = np.asarray(t["std"], dtype=float)
+    out["rank_test_score"] = rankdata(np.where(np.isfinite(mean), mean, np.inf), method="min").astype(np.int32)
+    out["converged"] = np.asarray(t["converged"], dtype=float)
+    out["extrapolated"] = np.asarray(t["extrapolated"], dtype=float)
+    return out

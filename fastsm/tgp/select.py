@@ -23,7 +23,6 @@ alpha × beta``.  What is shared:
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import numbers
 import time
@@ -36,12 +35,11 @@ from numpy.typing import ArrayLike
 
 from fastsm import config
 from fastsm._progress import Progress
-from fastsm._threads import thread_limits
 from fastsm._validation import as_2d, check_choice
 from fastsm._warn import warn
 from fastsm.exceptions import ExtrapolationWarning
 from fastsm.tgp.api import fit, predict
-from fastsm.tgp.fitting import check_sample_weight, informative, spd_factor, weighted_gram
+from fastsm.tgp.fitting import check_sample_weight, informative
 from fastsm.tgp.loo import LooMethod, loo_linear_start, loo_predict, loo_ridge
 from fastsm.tgp.model import TGPModel, TGPParams
 from fastsm.tgp.params import SCALE_X, SCALE_Y
@@ -58,6 +56,7 @@ from fastsm.tgp.search import (
     _grid,
     _start,
 )
+from fastsm.tgp.update import with_alpha
 
 
 @dataclass(frozen=True, eq=False)
@@ -121,29 +120,6 @@ class Selection:
         return (f"Selection(method={self.method!r}, cv={self.cv!r}, scoring={self.scoring!r}, "
                 f"n_grid={len(self.table['mean'])}, best_score={self.best_score:.6g}, params={self.params!r})")
 
-
-
-def with_alpha(model: TGPModel, alpha: float, beta: float | None = None) -> TGPModel:
-    """``model`` with another ``alpha`` (and ``beta``): only ``K_XY(alpha)`` is factorised again.
-
-    ``W_X``, ``W_Y``, ``G``, the ridge start and the spread are shared
-    (the arrays are read-only), so this costs one Cholesky instead of a fit.
-    """
-    p = dataclasses.replace(model.params, alpha=alpha, beta=model.params.beta if beta is None else beta)
-    if p.alpha == model.params.alpha:
-        parts_xy = {"Wxy": model.Wxy, "logdet_xy": model.logdet_xy}
-    else:
-        with thread_limits(None):
-            w = model.sample_weight
-            gx, gy = p.widths()
-            Kxy = ((1.0 - p.alpha) * weighted_gram(model.X, gx, p.lambda_x, w)
-                   + p.alpha * weighted_gram(model.Y, gy, p.lambda_y, w))
-            _, Wxy, ld = spd_factor(Kxy, "K_XY", "lambda_x or lambda_y")
-        parts_xy = {"Wxy": Wxy, "logdet_xy": ld}
-    parts = {name: getattr(model, name) for name in ("Wx", "Wy", "G", "logdet_x", "logdet_y", "y_spread",
-                                                      "ridge_coef")}
-    return TGPModel._from_parts(model.X, model.Y, p, model.methods, {**parts, **parts_xy}, model.sample_weight,
-                                copy=False)
 
 
 def select(

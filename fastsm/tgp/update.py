@@ -1,4 +1,5 @@
-"""Online updates of a fitted model: append training points, remove them (MATH §2, [SM] App. 1).
+"""Updates of a fitted model without a refit: append training points, remove them (MATH §2, [SM] App. 1),
+another ``alpha`` (:func:`with_alpha`).
 
 A model holds inverse Cholesky factors ``W = L^-1`` (:mod:`fastsm.tgp.fitting`).  Appending
 ``m`` points to ``K = L L^T`` with the cross kernel ``k`` (N×m) and the new block ``kappa`` (m×m,
@@ -14,6 +15,8 @@ noise on its diagonal) is the bordered Cholesky factorisation: with ``B = (W k)^
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy.linalg import cho_factor, solve_triangular
@@ -22,7 +25,15 @@ from fastsm._kernels.factor_update import drop_index, rotate_and_drop
 from fastsm._kernels.rbf import rbf_cross, rbf_gram
 from fastsm._threads import thread_limits
 from fastsm._validation import as_2d
-from fastsm.tgp.fitting import _check_spread, check_sample_weight, informative, output_spread, ridge
+from fastsm.tgp.fitting import (
+    _check_spread,
+    check_sample_weight,
+    informative,
+    output_spread,
+    ridge,
+    spd_factor,
+    weighted_gram,
+)
 from fastsm.tgp.model import TGPModel
 from fastsm.tgp.prediction import _check_model
 
@@ -227,4 +238,27 @@ def remove(model: TGPModel, indices: ArrayLike, *, threads: int | None = None) -
     X, Y = model.X[keep], model.Y[keep]
     w = None if model.sample_weight is None else model.sample_weight[keep]
     return TGPModel._from_parts(X, Y, model.params, model.methods, _parts(X, Y, w, factors, G), w,
+                                copy=False)
+
+
+def with_alpha(model: TGPModel, alpha: float, beta: float | None = None) -> TGPModel:
+    """``model`` with another ``alpha`` (and ``beta``): only ``K_XY(alpha)`` is factorised again.
+
+    ``W_X``, ``W_Y``, ``G``, the ridge start and the spread are shared
+    (the arrays are read-only), so this costs one Cholesky instead of a fit.
+    """
+    p = dataclasses.replace(model.params, alpha=alpha, beta=model.params.beta if beta is None else beta)
+    if p.alpha == model.params.alpha:
+        parts_xy = {"Wxy": model.Wxy, "logdet_xy": model.logdet_xy}
+    else:
+        with thread_limits(None):
+            w = model.sample_weight
+            gx, gy = p.widths()
+            Kxy = ((1.0 - p.alpha) * weighted_gram(model.X, gx, p.lambda_x, w)
+                   + p.alpha * weighted_gram(model.Y, gy, p.lambda_y, w))
+            _, Wxy, ld = spd_factor(Kxy, "K_XY", "lambda_x or lambda_y")
+        parts_xy = {"Wxy": Wxy, "logdet_xy": ld}
+    parts = {name: getattr(model, name) for name in ("Wx", "Wy", "G", "logdet_x", "logdet_y", "y_spread",
+                                                      "ridge_coef")}
+    return TGPModel._from_parts(model.X, model.Y, p, model.methods, {**parts, **parts_xy}, model.sample_weight,
                                 copy=False)
