@@ -21,6 +21,7 @@ import glob
 import os
 import sys
 import sysconfig
+import threading
 
 import numba
 import numpy as np
@@ -63,6 +64,24 @@ def configure_threading_layer() -> None:
         except OSError:
             continue
     numba.config.THREADING_LAYER_PRIORITY = list(_PRIORITY)  # type: ignore[attr-defined]
+
+
+def launch_in_main_thread() -> None:
+    """Start Numba's threading layer now if this is the main thread and no parallel kernel ran yet.
+
+    Numba's TBB layer shuts its workers down before ``fork()`` only when the
+    fork comes from the thread that started the layer (elsewhere it prints
+    "Attempted to fork from a non-main thread" and the child may hang in its
+    first parallel kernel).  fastsm's large calls run in helper threads, so
+    the layer would otherwise start in one of those.
+    """
+    if _parallel_initialized() or threading.current_thread() is not threading.main_thread():
+        return
+    from numba.np.ufunc import parallel
+
+    launch = getattr(parallel, "_launch_threads", None)
+    if launch is not None:
+        launch()
 
 
 def threading_layer() -> str:

@@ -31,15 +31,17 @@ import numbers
 import os
 import queue
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numba
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
-from fastsm._layer import _parallel_initialized, configure_threading_layer, threading_layer
+from fastsm._layer import _parallel_initialized, configure_threading_layer, launch_in_main_thread, threading_layer
 
 __all__ = ["configure_threading_layer", "threading_layer", "resolve_threads", "thread_limits", "run_interruptible",
            "Compute"]
@@ -157,6 +159,10 @@ class _ForkGate:
                     self.active -= 1
                     self.cond.notify_all()
 
+    def join(self) -> None:
+        """Make this thread's calls part of the call that started it (a pool thread's initializer)."""
+        self.depth.n = 1
+
     def close(self) -> None:
         with self.cond:
             self.forking = True
@@ -183,6 +189,7 @@ def _after_fork_in_child() -> None:
     _HELPERS.__dict__.clear()
     _ALL_HELPERS.clear()
     _FORKING.clear()
+    _OWN_THREADS.clear()
 
 
 if hasattr(os, "register_at_fork"):
@@ -206,6 +213,7 @@ def thread_limits(threads: int | None) -> Iterator[int]:
     :class:`_SharedBlasLimit`).  Everything is restored in ``finally``.
     """
     n = resolve_threads(threads)
+    launch_in_main_thread()
     previous = numba.get_num_threads()
     with _GATE.running(), _KERNEL_LOCK.held_if_needed(), _BLAS:
         numba.set_num_threads(n)
@@ -213,6 +221,52 @@ def thread_limits(threads: int | None) -> Iterator[int]:
             yield n
         finally:
             numba.set_num_threads(previous)
+
+
+#: OS ids of fastsm's pool and helper threads; ``fork()`` waits for the ended ones to leave the OS
+_OWN_THREADS: set[int] = set()
+
+
+def _pool_thread_start() -> None:
+    _GATE.join()
+    _OWN_THREADS.add(threading.get_native_id())
+
+
+def _await_ended_threads(timeout: float = 1.0) -> None:
+    """Wait (at most ``timeout`` s) until fastsm's ended threads are gone from the OS as well.
+
+    ``Thread.join`` returns before the OS thread runs its thread-local
+    destructors, where TBB lets go of the thread; until then TBB cannot
+    shut down for ``fork()`` ("Unable to join threads to shut down before
+    fork()") and the child's first parallel kernel may hang.
+    """
+    tasks = "/proc/self/task"
+    if not os.path.isdir(tasks):
+        _OWN_THREADS.clear()
+        return
+    alive = {t.native_id for t in threading.enumerate()}
+    end = time.monotonic() + timeout
+    for tid in list(_OWN_THREADS):
+        if tid in alive:
+            continue
+        while os.path.exists(f"{tasks}/{tid}") and time.monotonic() < end:
+            time.sleep(1e-4)
+        _OWN_THREADS.discard(tid)
+
+
+@contextlib.contextmanager
+def worker_pool(workers: int, name: str) -> Iterator[ThreadPoolExecutor]:
+    """A pool for concurrent fastsm calls, open for the ``with`` block; its threads are joined at the end.
+
+    The pool counts as one kernel call in flight (its threads' calls are part
+    of it), so ``fork()`` waits for the block to end: a live thread that used
+    TBB keeps TBB from shutting down for the fork.  Numba's threading layer
+    starts first, in the main thread (:func:`fastsm._layer.launch_in_main_thread`).
+    """
+    launch_in_main_thread()
+    with _GATE.running(), ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name,
+                                             initializer=_pool_thread_start) as pool:
+        yield pool
 
 
 class _Helper:
@@ -228,6 +282,8 @@ class _Helper:
         self.lock = threading.Lock()
         self.thread = threading.Thread(target=self._loop, name="fastsm-kernel", daemon=True)
         self.thread.start()
+        if self.thread.native_id is not None:
+            _OWN_THREADS.add(self.thread.native_id)
 
     def submit(self, item) -> bool:
         """Queue ``item``; ``False`` if the helper is closed (an item queued here always runs)."""
@@ -307,6 +363,7 @@ def _before_fork() -> None:
     for helper in helpers:
         helper.stop()
     _GATE.close()
+    _await_ended_threads()
 
 
 def _after_fork_in_parent() -> None:
@@ -341,6 +398,7 @@ def run_interruptible(threads: int | None, body: Callable[[Compute], Any], *, fl
     Results do not depend on the thread that runs them.
     """
     n = resolve_threads(threads)
+    launch_in_main_thread()  # the layer must not start in the helper (see launch_in_main_thread)
     handle = Compute(n)
     if flops < INTERRUPTIBLE_FLOPS:
         with thread_limits(n):

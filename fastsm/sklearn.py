@@ -375,4 +375,4 @@ class KLIEPWeights(BaseEstimator):
         """``w(x)`` at new points (:func:`fastsm.shift.weights_at`)."""
         check_is_fitted(self, "result_")
         X = validate_data(self, X, reset=False, dtype=np.float64)
-        return shift.weights_at(self.result_, X)
+        return shift.weights_at(self.result_, X, threads=_threads(self.n_jobs))

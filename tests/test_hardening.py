@@ -69,7 +69,7 @@ def test_fork_spawn_and_executor_after_a_parallel_call():
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
     import numpy as np
-    from fastsm import datasets, tgp, threading_layer
+    from fastsm import datasets, shift, tgp, threading_layer
 
     Xtr, Xte, Ytr, _ = datasets.toy1(0, n_train=60, n_test=8)
     model = tgp.fit(Xtr, Ytr)
@@ -375,7 +375,7 @@ def test_workqueue_fallback_serialises_threads_and_forks():
     code = """
     import multiprocessing as mp, threading
     import numpy as np
-    from fastsm import datasets, tgp, threading_layer
+    from fastsm import datasets, shift, tgp, threading_layer
 
     Xtr, Xte, Ytr, _ = datasets.toy1(0, n_train=80, n_test=16)
     m = tgp.fit(Xtr, Ytr)
@@ -384,6 +384,19 @@ def test_workqueue_fallback_serialises_threads_and_forks():
     ts = [threading.Thread(target=lambda: got.append(tgp.predict(m, Xte, method="sm").y)) for _ in range(4)]
     [t.start() for t in ts]; [t.join() for t in ts]
     assert len(got) == 4 and all(np.array_equal(g, ref) for g in got)
+    # every parallel kernel runs under the lock: the ridge start's nearest-output check, the region
+    # models' pool, KLIEP's problem set-up and weights (before: "Concurrent access has been detected")
+    loc = tgp.fit_local(Xtr, Ytr, n_neighbors=30, share="region", region_size=8, cache_bytes=0)
+    lref = tgp.predict(loc, Xte, method="kl", max_iter=3).y
+    wref = shift.estimate_weights(Xtr, Xte, sigma=1.0, max_iter=50).weights
+    bad = []
+    def mixed():
+        for _ in range(6):
+            bad.append(not np.array_equal(tgp.predict(loc, Xte, method="kl", max_iter=3).y, lref))
+            bad.append(not np.array_equal(shift.estimate_weights(Xtr, Xte, sigma=1.0, max_iter=50).weights, wref))
+    ts = [threading.Thread(target=mixed) for _ in range(4)]
+    [t.start() for t in ts]; [t.join() for t in ts]
+    assert len(bad) == 48 and not any(bad)
     def job(i):
         return float(tgp.predict(m, Xte[i:i + 2], method="kl").y.sum())
 

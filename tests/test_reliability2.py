@@ -28,7 +28,10 @@ def test_fork_beside_a_region_model_prediction_never_hangs():
     """Before: the child inherited the region cache's locks held by the predicting thread and hung.
 
     25 forks, each child predicting with the inherited model (which needs the cache's locks) within a
-    60 s timeout; on 977cd67..5145bb0 the first hang came within the first few forks.
+    60 s timeout; on 977cd67..5145bb0 the first hang came within the first few forks.  Under TBB, also
+    that TBB shut down for every fork: on 5d4c55b the layer started in a pool thread ("Attempted to fork
+    from a non-main thread" at every fork) and a clean-clone CI run saw a child hang in 1 of 25 forks;
+    threads that had just ended kept TBB from shutting down ("Unable to join threads", 1-2 in 100).
     """
     code = """
     import os, sys, threading, time
@@ -82,6 +85,8 @@ def test_fork_beside_a_region_model_prediction_never_hangs():
     assert out.returncode == 0 and last, out.stderr[-2000:]
     _, forks, hung, bad, done = last[-1].split()
     assert int(forks) == 25 and hung == "0" and bad == "0" and int(done) > 1, last[-1]
+    for message in ("non-main thread", "Unable to join threads"):
+        assert message not in out.stdout + out.stderr, out.stdout[-2000:] + out.stderr[-2000:]
 
 
 @pytest.fixture(scope="module")

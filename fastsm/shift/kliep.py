@@ -16,7 +16,7 @@ from numpy.typing import ArrayLike
 from fastsm._kernels import frank_wolfe as fwk
 from fastsm._kernels import kliep_pg, kliep_polish
 from fastsm._kernels import kliep_problem as kp
-from fastsm._threads import Compute, run_interruptible
+from fastsm._threads import Compute, run_interruptible, thread_limits
 from fastsm._validation import as_2d, as_rng, check_distances
 from fastsm._warn import warn
 
@@ -228,7 +228,8 @@ def solve(problem, b, solver: str, *, max_iter: int, tol: float, ftol: float, po
           check: bool = False) -> dict:
     """Run a solver (and the polish) on a built problem; returns the raw results."""
     n_te = problem.Xte.shape[0]
-    mu = _start(problem, b)  # raises the clear error when no mu gives every test point a finite log
+    with thread_limits(threads):
+        mu = _start(problem, b)  # raises the clear error when no mu gives every test point a finite log
     if solver == "pg":
         mu = b.copy()  # Sugiyama et al. start at alpha = 1 (every atom positive: finite wherever uniform is)
     fw_tol = max(tol, POLISH_HANDOVER * n_te) if polish else tol
@@ -271,21 +272,23 @@ def solve(problem, b, solver: str, *, max_iter: int, tol: float, ftol: float, po
 
 def _fit(X_train, X_test, C, sigma, solver, *, max_iter, tol, ftol, polish, threads, check=False,
          stored=None) -> ImportanceWeights:
-    problem, b, keep = build_problem(X_train, X_test, C, sigma, stored=stored)
+    with thread_limits(threads):
+        problem, b, keep = build_problem(X_train, X_test, C, sigma, stored=stored)
     res = solve(problem, b, solver, max_iter=max_iter, tol=tol, ftol=ftol, polish=polish, threads=threads,
                 check=check)
     mu = res["mu"]
     coef = mu / b
     z = np.empty(X_test.shape[0])
-    kp.combine(problem, mu, z, np.empty_like(z))
     gt = np.empty(b.size)
-    with np.errstate(all="ignore"):  # z ~ 1e-310 at a test point: 1/z overflows, the gap certifies nothing
-        r = 1.0 / z
-        kp.gradient(problem, r, gt)
-        gap = float(gt.max() - mu @ gt)
+    with thread_limits(threads):
+        kp.combine(problem, mu, z, np.empty_like(z))
+        with np.errstate(all="ignore"):  # z ~ 1e-310 at a test point: 1/z overflows, the gap certifies nothing
+            r = 1.0 / z
+            kp.gradient(problem, r, gt)
+            gap = float(gt.max() - mu @ gt)
+        weights = _evaluate(problem.C, coef, X_train, problem.gamma)
     if not np.isfinite(gap):
         gap = np.inf
-    weights = _evaluate(problem.C, coef, X_train, problem.gamma)
     active = np.flatnonzero(coef > 0.0)
     hist_g = np.concatenate([res["gap_history"], res["polish_gaps"]])
     fw_gaps = res["gap_history"][np.isfinite(res["gap_history"])]
@@ -315,11 +318,13 @@ def _evaluate(C: np.ndarray, coef: np.ndarray, X: np.ndarray, gamma: float) -> n
     return out
 
 
-def weights_at(iw: ImportanceWeights, X: ArrayLike) -> np.ndarray:
-    """``w(x) = sum_l coef_l exp(-||x - c_l||^2 / (2 sigma^2))`` at new inputs ([CS] Eq. 1)."""
+def weights_at(iw: ImportanceWeights, X: ArrayLike, *, threads: int | None = None) -> np.ndarray:
+    """``w(x) = sum_l coef_l exp(-||x - c_l||^2 / (2 sigma^2))`` at new inputs ([CS] Eq. 1), on ``threads``
+    Numba threads (``None``: all)."""
     if not isinstance(iw, ImportanceWeights):
         raise TypeError(f"iw must be an ImportanceWeights from estimate_weights, got {type(iw).__name__}")
     X = as_2d("X", X)
     if X.shape[1] != iw.centers.shape[1]:
         raise ValueError(f"X must have {iw.centers.shape[1]} columns (the centres' features), got {X.shape[1]}")
-    return _evaluate(iw.centers, iw.coef, X, 1.0 / (2.0 * iw.sigma**2))
+    with thread_limits(threads):
+        return _evaluate(iw.centers, iw.coef, X, 1.0 / (2.0 * iw.sigma**2))

@@ -224,6 +224,6 @@ def _held_out_loglik(X_train, X_fit, C, sigma, solver, fit_kw, X_held) -> float:
         iw = _fit(X_train, X_fit, C, sigma, solver, **fit_kw)
     except SigmaTooSmallError:  # sigma too small for these centres: F = -inf on the fitting folds
         return -np.inf
-    w = weights_at(iw, X_held)
+    w = weights_at(iw, X_held, threads=fit_kw.get("threads"))
     with np.errstate(divide="ignore"):
         return float(np.mean(np.log(w)))

@@ -15,14 +15,12 @@ is bitwise the same whatever ``threads`` is.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
 from scipy.linalg.blas import dtrmm
 
 from fastsm._kernels.rbf import rbf_gram
 from fastsm._lapack import potrf_trtri
-from fastsm._threads import resolve_threads, thread_limits
+from fastsm._threads import resolve_threads, thread_limits, worker_pool
 from fastsm._validation import as_2d, as_float_array
 from fastsm._warn import warn
 from fastsm.tgp.params import TGPParams
@@ -217,7 +215,7 @@ def factorize(X: np.ndarray, Y: np.ndarray, params, methods: tuple[str, ...], th
         workers = min(len(jobs), resolve_threads(threads))
         if workers > 1:
             # three independent single-threaded factorisations, GIL released: bitwise the same as in series
-            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fastsm-fit") as pool:
+            with worker_pool(workers, "fastsm-fit") as pool:
                 fx, fy, fxy = pool.map(lambda j: spd_factor(*j), jobs)
         else:
             fx, fy, fxy = (spd_factor(*j) for j in jobs)

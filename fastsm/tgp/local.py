@@ -41,7 +41,6 @@ the in-process prediction.
 from __future__ import annotations
 
 import math
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,7 +51,7 @@ from scipy.spatial import cKDTree
 
 from fastsm import config
 from fastsm._progress import Progress
-from fastsm._threads import resolve_threads
+from fastsm._threads import resolve_threads, worker_pool
 from fastsm._validation import as_2d, check_choice, check_int
 from fastsm.tgp import regions as _regions
 from fastsm.tgp.fitting import check_training, factorize
@@ -198,7 +197,7 @@ class LocalTGPModel:
         assert self.model_of is not None  # share='region'
         keys = np.unique(self.model_of[todo])
         before = self.cache.n_factorized
-        with ThreadPoolExecutor(max_workers=resolve_threads(threads), thread_name_prefix="fastsm-local") as pool:
+        with worker_pool(resolve_threads(threads), "fastsm-local") as pool:
             list(pool.map(lambda m: _shared_model(self, int(m), _METHODS[method]), keys))
         return self.cache.n_factorized - before
 
@@ -388,7 +387,7 @@ def predict_local(model: LocalTGPModel, X, *, method: str, init, max_iter: int, 
     rows = n if model.share == "region" else chunk_rows(model)  # regions: O(n) labels, no (n, K) indices
     workers = resolve_threads(threads)
     with Progress(progress, n, "local predict") as bar, \
-            ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fastsm-local") as pool:
+            worker_pool(workers, "fastsm-local") as pool:
         for s in range(0, n, rows):
             e = min(n, s + rows)
             groups = [(r + s, members) for r, members in neighbour_groups(model, X[s:e])]

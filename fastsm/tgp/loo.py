@@ -109,7 +109,8 @@ def loo_ridge(model: TGPModel) -> np.ndarray:
     return np.einsum("ij,ijk->ik", Ai, coef)
 
 
-def loo_linear_start(model: TGPModel, method: str, ridge: np.ndarray | None = None) -> np.ndarray:
+def loo_linear_start(model: TGPModel, method: str, ridge: np.ndarray | None = None,
+                     threads: int | None = None) -> np.ndarray:
     """``init="linear"`` of :func:`loo_predict`: each left-out set's ridge at its point, kept where supported.
 
     ``ridge`` is :func:`loo_ridge` of ``model`` if already computed: it depends on the training data and
@@ -119,7 +120,7 @@ def loo_linear_start(model: TGPModel, method: str, ridge: np.ndarray | None = No
     """
     held = np.arange(model.n_train, dtype=np.int64)
     return supported_start(model, model.X, loo_ridge(model) if ridge is None else ridge, method, held,
-                           loo_spread(model.Y))
+                           loo_spread(model.Y), threads=threads)
 
 
 def loo_predict(
@@ -184,7 +185,7 @@ def loo_predict(
     spread = loo_spread(model.Y)
     held = np.arange(n, dtype=np.int64)
     Y0 = start(init, method, (n, dy), "one start per training point",
-               linear=lambda: loo_linear_start(model, method),
+               linear=lambda: loo_linear_start(model, method, threads=threads),
                kl=lambda: loo_predict(model, method="kl", init="linear",
                                       max_iter=kl_start_iterations(max_iter), tol=tol,
                                       threads=threads, optimizer=optimizer, trust_radius=trust_radius,

@@ -23,7 +23,7 @@ from fastsm._kernels.rank_one import sumsq_rows
 from fastsm._kernels.rbf import rbf_cross
 from fastsm._products import tile_plan, tri
 from fastsm._progress import Progress
-from fastsm._threads import Compute, run_interruptible
+from fastsm._threads import Compute, run_interruptible, thread_limits
 from fastsm._validation import as_2d, check_choice, check_int, check_scalar
 from fastsm._warn import warn
 from fastsm.exceptions import ExtrapolationWarning
@@ -139,7 +139,8 @@ def linear_start(X: np.ndarray, coef: np.ndarray) -> np.ndarray:
 
 
 def supported_start(model: TGPModel, X: np.ndarray, Y0: np.ndarray, method: str,
-                    held: np.ndarray | None = None, spread: np.ndarray | None = None) -> np.ndarray:
+                    held: np.ndarray | None = None, spread: np.ndarray | None = None,
+                    threads: int | None = None) -> np.ndarray:
     """The ridge start ``Y0``, or, where it leaves the training outputs' bounding box, the output of the
     nearest training input if the objective is lower there.
 
@@ -149,6 +150,7 @@ def supported_start(model: TGPModel, X: np.ndarray, Y0: np.ndarray, method: str,
     independent; extrapolated inputs (no kernel support) keep the ridge start.  ``held``
     (leave-one-out): each row's left-out training point, excluded from its bounds, its nearest
     input and its objective; ``spread``: each row's model's output spread (default ``model.y_spread``).
+    Runs on ``threads`` Numba threads.
     """
     Y = model.Y
     if held is None:
@@ -166,22 +168,23 @@ def supported_start(model: TGPModel, X: np.ndarray, Y0: np.ndarray, method: str,
         return Y0  # (start() reports an overflow)
     Y0 = Y0.copy()
     beta = 1.0 if method == "sm" else None
-    for s, e in _batches(out.size, config.DEFAULT_BATCH_SIZE):  # memory O(batch N), as the optimiser's
-        rows = out[s:e]
-        Xo = np.ascontiguousarray(X[rows])
-        ho = None if held is None else np.ascontiguousarray(held[rows])
-        F, eta_x, _, ex = _point_data(model, Xo, method, ho)
-        Kx = np.empty((rows.size, model.n_train))
-        rbf_cross(Xo, model.X, model.params.gamma_x, Kx)
-        if ho is not None:
-            Kx[np.arange(rows.size), ho] = -1.0
-        nearest = np.ascontiguousarray(Y[np.argmax(Kx, axis=1)])
-        f_lin, f_near = np.empty(rows.size), np.empty(rows.size)
-        g = np.empty(nearest.shape)
-        evaluate(model, method, F, eta_x, np.ascontiguousarray(Y0[rows]), f_lin, g, beta=beta, held=ho)
-        evaluate(model, method, F, eta_x, nearest, f_near, g, beta=beta, held=ho)
-        take = (f_near < f_lin) & ~ex
-        Y0[rows[take]] = nearest[take]
+    with thread_limits(threads):
+        for s, e in _batches(out.size, config.DEFAULT_BATCH_SIZE):  # memory O(batch N), as the optimiser's
+            rows = out[s:e]
+            Xo = np.ascontiguousarray(X[rows])
+            ho = None if held is None else np.ascontiguousarray(held[rows])
+            F, eta_x, _, ex = _point_data(model, Xo, method, ho)
+            Kx = np.empty((rows.size, model.n_train))
+            rbf_cross(Xo, model.X, model.params.gamma_x, Kx)
+            if ho is not None:
+                Kx[np.arange(rows.size), ho] = -1.0
+            nearest = np.ascontiguousarray(Y[np.argmax(Kx, axis=1)])
+            f_lin, f_near = np.empty(rows.size), np.empty(rows.size)
+            g = np.empty(nearest.shape)
+            evaluate(model, method, F, eta_x, np.ascontiguousarray(Y0[rows]), f_lin, g, beta=beta, held=ho)
+            evaluate(model, method, F, eta_x, nearest, f_near, g, beta=beta, held=ho)
+            take = (f_near < f_lin) & ~ex
+            Y0[rows[take]] = nearest[take]
     return Y0
 
 
@@ -353,7 +356,7 @@ def predict_global(model: TGPModel, X: np.ndarray, *, method: str, init, max_ite
     """:func:`fastsm.tgp.predict` for a global model, with validated inputs and options."""
     n, dy = X.shape[0], model.Y.shape[1]
     Y0 = start(init, method, (n, dy), "n test points × dy",
-               linear=lambda: supported_start(model, X, linear_start(X, model.ridge_coef), method),
+               linear=lambda: supported_start(model, X, linear_start(X, model.ridge_coef), method, threads=threads),
                kl=lambda: predict_global(model, X, method="kl", init="linear",
                                          max_iter=kl_start_iterations(max_iter), tol=tol,
                                          threads=threads, optimizer=optimizer, trust_radius=trust_radius,

@@ -274,7 +274,7 @@ def select(
                 key = b"" if w is None else np.asarray(kept).tobytes()
                 if key not in ridges:  # "linear"'s ridge part: the same for every kernel setting
                     ridges[key] = loo_ridge(model0)
-                y0 = loo_linear_start(model0, "kl" if scored == "sm" else scored, ridges[key])
+                y0 = loo_linear_start(model0, "kl" if scored == "sm" else scored, ridges[key], threads=threads)
                 linear = y0 if np.isfinite(y0).all() else None  # None: init="linear" reports the overflow
                 kl = start = None
                 if scored == "sm":
