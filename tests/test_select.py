@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from fastsm import datasets, tgp
+from fastsm import config, datasets, tgp
 
 BASE = dict(gammas_x=0.5, gammas_y=2.0, lambdas_x=1e-2, lambdas_y=1e-2)
 
@@ -105,6 +105,36 @@ def test_select_rejects_bad_input(data):
         tgp.select(X, Y[:-1])
     with pytest.raises(ValueError, match="one error per validation point"):
         tgp.select(X, Y, alphas=[0.5], betas=[1.0], scoring=lambda a, b: 0.0, **BASE)
+
+
+def test_coordinate_search_scores_each_converged_kltgp_once(data, monkeypatch):
+    """The alpha stage re-ran the converged KLTGP leave-one-out of the kernel the search chose (its score
+    unused): one such pass per kernel setting now, the table bitwise the same as before."""
+    import importlib
+
+    sel_mod = importlib.import_module("fastsm.tgp.select")
+    X, Y = data
+    converged_kl = []
+    real = sel_mod.loo_predict
+
+    def counted(model, **kw):
+        if kw["method"] == "kl" and kw["max_iter"] == config.DEFAULT_MAX_ITER:
+            converged_kl.append(model.params)
+        return real(model, **kw)
+
+    monkeypatch.setattr(sel_mod, "loo_predict", counted)
+    grid = dict(gammas_x=(0.25, 0.5, 1.0), gammas_y=(1.0, 2.0), lambdas_x=(1e-3, 1e-2), lambdas_y=1e-2)
+    sel = tgp.select(X, Y, method="auto", search="coordinate", alphas=(0.3, 0.7), betas=(1.0,), **grid)
+    kl_rows = np.flatnonzero(sel.table["method"] == "kl")
+    assert len(converged_kl) == kl_rows.size and kl_rows.size == len(set(converged_kl))
+    # the alpha rows: SMTGP from the 5-iteration KLTGP start, as predict's init="kl"
+    sm_rows = np.flatnonzero(sel.table["method"] == "sm")
+    monkeypatch.setattr(sel_mod, "loo_predict", real)
+    for row in sm_rows:
+        p = tgp.TGPParams(**{k: float(sel.table[k][row]) for k in ("gamma_x", "gamma_y", "lambda_x", "lambda_y",
+                                                                  "alpha", "beta")})
+        pred = tgp.loo_predict(tgp.fit(X, Y, p), method="sm")
+        assert sel.table["mean"][row] == float(np.abs(pred.y - Y).mean(axis=1).mean())
 
 
 def test_the_loo_ridge_start_is_computed_once_per_training_set(data, monkeypatch):

@@ -256,15 +256,16 @@ def select(
     n_fact = 0
     ridges: dict[bytes, np.ndarray] = {}  # loo_ridge per set of kept training points
 
-    def evaluate(kern: tuple, scored: LooMethod, a_list: tuple, bar: Progress) -> dict:
+    def evaluate(kern: tuple, scored: LooMethod, a_list: tuple, bar: Progress, kl_row: bool = True) -> dict:
         """Mean and std of the validation error, converged and extrapolated shares, per alpha of ``a_list``.
 
-        For SMTGP also under ``"kl"``: the converged KLTGP prediction, scored as it stands.
+        For SMTGP with ``kl_row`` also under ``"kl"``: the converged KLTGP prediction, scored as it stands.
         """
         nonlocal n_fact
         base = TGPParams(gamma_x=kern[0], gamma_y=kern[1], lambda_x=kern[2], lambda_y=kern[3],
                          alpha=a_list[0], beta=betas[0])
-        per_alpha: dict[float | str, list] = {a: [] for a in a_list} | ({"kl": []} if scored == "sm" else {})
+        kl_row = kl_row and scored == "sm"
+        per_alpha: dict[float | str, list] = {a: [] for a in a_list} | ({"kl": []} if kl_row else {})
         for fold in ([None] if folds is None else folds):
             if fold is None:
                 model0 = fit(X, Y, base, methods=_fit_methods(scored), threads=threads, sample_weight=w)
@@ -278,7 +279,7 @@ def select(
                 linear = y0 if np.isfinite(y0).all() else None  # None: init="linear" reports the overflow
                 kl = start = None
                 if scored == "sm":
-                    kl = loo_predict(model0, method="kl", **{**opts, "init": linear})
+                    kl = loo_predict(model0, method="kl", **{**opts, "init": linear}) if kl_row else None
                     start = loo_predict(model0, method="kl",
                                         **{**start_opts, "init": "linear" if linear is None else linear}).y
             else:
@@ -288,7 +289,7 @@ def select(
                                      "fold has zero (or negligible) sample_weight")
                 model0 = fit(X[tr], Y[tr], base, methods=_fit_methods(scored), threads=threads,
                              sample_weight=None if w is None else w[tr])
-                kl = predict(model0, X[va], method="kl", **opts) if scored == "sm" else None
+                kl = predict(model0, X[va], method="kl", **opts) if kl_row else None
                 start = predict(model0, X[va], method="kl", **start_opts).y if scored == "sm" else None
                 Yv, wv = Y[va], None if w is None else w[va]
             n_fact += 3
@@ -343,7 +344,8 @@ def select(
                 best_ix = _coordinate_search(axes, first, score)
                 if alpha_dep:
                     kern = tuple(values[k][i] for k, i in enumerate(best_ix))
-                    res = evaluate(kern, "sm", alphas, bar)
+                    # the search scored this kernel's converged KLTGP already (same start and options)
+                    res = evaluate(kern, "sm", alphas, bar, kl_row=False)
                     for a in alphas:
                         for b in betas:
                             rows.append((*kern, a, b, *res[a], "sm"))
