@@ -58,9 +58,13 @@ class RegimeChoice:
     model: TGPModel | None
 
 
+def _auto(value: Any) -> bool:
+    return isinstance(value, str) and value == AUTO
+
+
 def is_auto(params: dict[str, Any]) -> bool:
     """Whether ``gamma_x`` or ``lambda_x`` of ``params`` (TGPParams keywords) is ``"auto"``."""
-    return any(isinstance(params.get(k), str) and params[k] == AUTO for k in ("gamma_x", "lambda_x"))
+    return any(_auto(params.get(k)) for k in ("gamma_x", "lambda_x"))
 
 
 def regime_params(params: dict[str, Any]) -> dict[str, TGPParams]:
@@ -74,7 +78,7 @@ def regime_params(params: dict[str, Any]) -> dict[str, TGPParams]:
     """
     for k in ("gamma_x", "lambda_x"):
         v = params.get(k)
-        if isinstance(v, str) and v != AUTO:
+        if isinstance(v, str) and not _auto(v):
             if k == "lambda_x":
                 raise ValueError(f"lambda_x must be a number >= 0 or 'auto', got {v!r}")
             try:
@@ -84,7 +88,7 @@ def regime_params(params: dict[str, Any]) -> dict[str, TGPParams]:
                                  f"(e.g. '0.5*scale'), got {v!r}") from None
     out = {}
     for name, regime in REGIMES.items():
-        kw = {k: (regime[k] if isinstance(v, str) and v == AUTO else v) for k, v in params.items()}
+        kw = {k: (regime[k] if _auto(v) else v) for k, v in params.items()}
         out[name] = TGPParams(**kw)
     return out
 
