@@ -227,9 +227,19 @@ def thread_limits(threads: int | None) -> Iterator[int]:
 _OWN_THREADS: set[int] = set()
 
 
+def _remember_thread(tid: int) -> None:
+    _OWN_THREADS.add(tid)
+    if len(_OWN_THREADS) > 64:  # forget the threads that have left the OS (a pool per local predict)
+        try:
+            present = {int(t) for t in os.listdir("/proc/self/task")}
+        except OSError:
+            present = set()
+        _OWN_THREADS.intersection_update(present)
+
+
 def _pool_thread_start() -> None:
     _GATE.join()
-    _OWN_THREADS.add(threading.get_native_id())
+    _remember_thread(threading.get_native_id())
 
 
 def _await_ended_threads(timeout: float = 1.0) -> None:
@@ -283,7 +293,7 @@ class _Helper:
         self.thread = threading.Thread(target=self._loop, name="fastsm-kernel", daemon=True)
         self.thread.start()
         if self.thread.native_id is not None:
-            _OWN_THREADS.add(self.thread.native_id)
+            _remember_thread(self.thread.native_id)
 
     def submit(self, item) -> bool:
         """Queue ``item``; ``False`` if the helper is closed (an item queued here always runs)."""
