@@ -40,6 +40,11 @@ DEFAULT_MAX_ITER: int = 50
 #: cut a whole SMTGP prediction's evaluations by ~30 % at equal quality (docs/performance.md).
 SM_START_ITER: int = 5
 
+#: SMTGP predictions with at most this many outputs seed their quasi-Newton matrix with the exact
+#: Hessian of the criterion (it costs ``1 + dy/2`` evaluations; at dy = 16 it cuts a prediction's
+#: evaluations by a quarter and every point converges, docs/performance.md "Exact curvature").
+SM_HESSIAN_MAX_DY: int = 32
+
 #: Default step tolerance, relative to the output spread.
 DEFAULT_TOL: float = 1e-8
 

@@ -20,27 +20,13 @@ from typing import NamedTuple
 
 import numpy as np
 
+from fastsm._kernels.hessian import hessian_rows, seed, wants_hessian
 from fastsm._kernels.linesearch import approx_wolfe_accept_min, armijo_accept_min, backtrack
 from fastsm._kernels.objectives import Evaluations, Products, evaluate_rows, workspace
 from fastsm.config import kernel
 
 #: Line-search trials per iteration before the direction is declared useless.
 MAX_LINESEARCH = 40
-
-
-@kernel()
-def _compact(mask):
-    n = 0
-    for i in range(mask.shape[0]):
-        if mask[i]:
-            n += 1
-    out = np.empty(n, dtype=np.int64)
-    n = 0
-    for i in range(mask.shape[0]):
-        if mask[i]:
-            out[n] = i
-            n += 1
-    return out
 
 
 class Options(NamedTuple):
@@ -53,6 +39,7 @@ class Options(NamedTuple):
     use_bfgs: bool  # BFGS, else gradient descent
     window: int  # points in flight per evaluation round
     nthreads: int  # the caller's Numba thread count
+    hessian: bool  # seed BFGS with the exact Hessian (SM criterion; :data:`~fastsm._kernels.hessian.HESSIAN_FIRST`)
 
 
 class Iterates(NamedTuple):
@@ -78,6 +65,7 @@ class Iterates(NamedTuple):
     eta_y: np.ndarray  # certainty ingredients at the current point
     eta_xy: np.ndarray
     state: np.ndarray  # _WAITING, _START, _SEARCH or _DONE
+    h_exact: np.ndarray  # its inverse Hessian was seeded from a positive definite exact one
 
 
 #: Point states of :func:`minimize_batch`.
@@ -125,9 +113,14 @@ def minimize_batch(obj, pts, Y0, opts, stop, cubic, held, plan):
                   np.zeros(B, dtype=np.int64), np.zeros(B, dtype=np.bool_), np.ones(B, dtype=np.bool_),
                   Y0.copy(), np.zeros(B, dtype=np.int64), np.zeros(B, dtype=np.int64),
                   np.zeros(B, dtype=np.int64), np.full(B, np.nan), np.full(B, np.nan),
-                  np.full(B, _WAITING, dtype=np.int64))
+                  np.full(B, _WAITING, dtype=np.int64), np.zeros(B, dtype=np.bool_))
     w = max(1, min(opts.window, B))
     prod = Products(workspace(w, n, plan.heights[0]), plan, opts.nthreads)
+    hc = max(1, w // d) if opts.hessian else 1  # points per Hessian call
+    jprod = Products(workspace(hc * d if opts.hessian else 1, n if opts.hessian else 1, plan.heights[0]), plan,
+                     opts.nthreads)
+    hess = np.empty((hc, d, d))
+    hrow = np.empty(w, dtype=np.int64)
     slot = np.full(w, -1, dtype=np.int64)
     rows = np.empty(w, dtype=np.int64)
     row_slot = np.empty(w, dtype=np.int64)
@@ -155,24 +148,39 @@ def minimize_batch(obj, pts, Y0, opts, stop, cubic, held, plan):
             break
         evaluate_rows(obj, pts, rows[:nr], Yt[:nr], Evaluations(ft[:nr], Gt[:nr], ey[:nr], exy[:nr], ht[:nr]),
                       prod, cubic, held)
+        nh = 0
         for r in range(nr):
             p = rows[r]
             it.n_eval[p] += 1
             it.hits[p] += ht[r]
+            moved = False
             if it.state[p] == _START:
                 _first(p, r, it, ft, Gt, ey, exy)
             elif armijo_accept_min(it.f[p], ft[r], it.t[p], it.slope[p]):
                 _accept(p, r, it, Yt, ft, Gt, opts, True)
                 it.eta_y[p] = ey[r]
                 it.eta_xy[p] = exy[r]
+                moved = True
             elif approx_wolfe_accept_min(it.f[p], ft[r], it.slope[p], _dot(Gt[r], it.P[p])):
                 _accept(p, r, it, Yt, ft, Gt, opts, False)
                 it.eta_y[p] = ey[r]
                 it.eta_xy[p] = exy[r]
+                moved = True
             elif _backtrack(p, r, it, ft, opts):
                 continue
-            if not _next_iteration(p, it, opts):
+            if moved and wants_hessian(p, it, opts):
+                hrow[nh] = r  # row r still holds the evaluation at the point's new position
+                nh += 1
+            elif not _next_iteration(p, it, opts):
                 slot[row_slot[r]] = -1
+        for c0 in range(0, nh, hc):
+            c1 = min(nh, c0 + hc)
+            hessian_rows(obj, hrow[c0:c1], rows, Yt, Evaluations(ft, Gt, ey, exy, ht), prod.work, hess, jprod, held)
+            for q in range(c0, c1):
+                p = rows[hrow[q]]
+                seed(p, hess[q - c0], it)
+                if not _next_iteration(p, it, opts):
+                    slot[row_slot[hrow[q]]] = -1
     for p in range(B):
         if it.state[p] != _DONE:
             it.active[p] = False

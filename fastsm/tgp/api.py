@@ -139,7 +139,9 @@ def predict(
         Numba threads for this call (BLAS runs single-threaded inside them).
         Results are bitwise the same for every thread count.
     optimizer : {"bfgs", "gd"}
-        Quasi-Newton (BFGS on the inverse Hessian) or gradient descent.
+        Quasi-Newton (BFGS on the inverse Hessian) or gradient descent.  SMTGP with at most
+        ``config.SM_HESSIAN_MAX_DY`` (32) outputs seeds BFGS with the exact Hessian of its
+        criterion, where positive definite, from the third iteration on (docs/performance.md).
     trust_radius : float
         Largest step, in units of ``model.y_spread``; keeps each prediction
         in the basin of its start.

@@ -150,7 +150,9 @@ class Prediction:
     n_iter : ndarray
         Accepted optimiser steps per point.
     n_eval : ndarray
-        Objective evaluations per point, line-search trials included.
+        Objective evaluations per point, line-search trials included; an exact Hessian (SMTGP,
+        ``dy <= config.SM_HESSIAN_MAX_DY``) counts as the ``ceil(dy / 2)`` evaluations its
+        products cost.
     converged : ndarray
         Whether the step tolerance was met within ``max_iter``.  Never true
         for extrapolated points or where a step or value became non-finite.

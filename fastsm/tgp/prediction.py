@@ -281,6 +281,7 @@ def _optimize(model: TGPModel, method: str, Y0: np.ndarray, point_data, held, sp
     }
     objective = _objective(model, method, beta)
     cubic = _cubic(model, method)
+    hessian = optimizer == "bfgs" and method == "sm" and dy <= config.SM_HESSIAN_MAX_DY
     xtol = np.ascontiguousarray(tol * spread)
     max_step = np.ascontiguousarray(trust_radius * spread)
 
@@ -291,7 +292,7 @@ def _optimize(model: TGPModel, method: str, Y0: np.ndarray, point_data, held, sp
             F, eta_x, Gxy, ex = point_data(s, e)
             hb = None if held is None else held[s:e]
             opts = Options(max_iter, xtol[s:e], ftol, max_step[s:e], optimizer == "bfgs", config.DEFAULT_WINDOW,
-                           numba.get_num_threads())
+                           numba.get_num_threads(), hessian)
             Yb, fb, itb, evb, cvb, hits, ey, exy = minimize_batch(
                 objective, obj.Points(F, eta_x), Y0[s:e], opts, run.stop, cubic, hb, tile_plan(model.n_train),
             )

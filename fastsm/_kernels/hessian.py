@@ -1,0 +1,170 @@
+"""Exact Hessian of SMTGP's criterion (the beta-free form ``-s / (2(1-a))``), from the factors.
+
+With ``k = k_Y(y)``, ``J = dk/dy`` (N×dy, MATH §1), ``u_y = K_Y^-1 k`` and ``u_xy = K_XY^-1 k_xy``
+(both from one evaluation, :func:`~fastsm._kernels.objectives.evaluate_rows`)::
+
+    grad eta_y  = -2 J^T u_y                 H eta_y  = -2 (||W_Y J||^2       + B(u_y))
+    grad eta_xy = -2 a J^T u_xy              H eta_xy = -2 (a^2 ||W_XY J||^2 + a B(u_xy))
+    B(u) = sum_i u_i d^2 k_i / dy^2 = 4 gamma^2 sum_i u_i k_i d_i d_i^T - 2 gamma (u . k) I,  d_i = y - z_i
+    H log eta = H eta / eta - grad eta grad eta^T / eta^2
+    H f = -(a H log eta_y - H log eta_xy) / (2 (1 - a))
+
+``||W J||^2`` is the Gram matrix ``(W J)^T (W J)`` of the dy forward products ``W J[:, d]``: the only
+O(N^2) part, 2 dy triangular products per point (an evaluation has 4), run as GEMM tiles of the
+same plan as the evaluations (:func:`~fastsm._kernels.gemm.tri_products`), so a point's Hessian
+depends on its own data only.  The optimiser (:mod:`fastsm._kernels.optimize`) uses it to seed
+its quasi-Newton matrix where it is positive definite.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import prange
+
+from fastsm._kernels.gemm import tri_products
+from fastsm._kernels.objectives import _K, _R1, _R2, _Z1, _Z2, _cholesky, _ops, project_out
+from fastsm.config import kernel
+
+#: Iterations at which a point asks for its exact Hessian (``Options.hessian``), until one is
+#: positive definite: by the third iteration the quasi-Newton steps have left the start's
+#: neighbourhood, and a Hessian there (measured: 1.3 per point at dy = 16) replaces the dy
+#: iterations BFGS needs to learn the curvature (docs/performance.md, "Exact curvature").
+HESSIAN_FIRST, HESSIAN_EVERY, HESSIAN_LAST = 3, 4, 19
+
+
+@kernel(parallel=True)
+def hessian_rows(obj, rr, idx, Yt, out, work, hess, jprod, held):
+    """Exact Hessian (``hess[q]``, dy × dy) of the SM criterion at ``Yt[rr[q]]``, from the evaluation
+    that just ran there (:func:`~fastsm._kernels.objectives.evaluate_rows` of points ``idx`` with
+    ``obj.method == SM``, ``obj.beta == 1``): its kernel row and ``u_y``, ``u_xy`` are still rows
+    ``rr[q]`` of ``work``, its etas rows ``rr[q]`` of ``out``.  ``held`` as there (leave-one-out:
+    the left-out point's kernel entry is already zero, so is its Jacobian row, and the Jacobian's
+    forward products are projected like the kernel row's, :func:`~fastsm._kernels.objectives.project_out`).
+
+    ``jprod`` (:class:`~fastsm._kernels.objectives.Products`) holds a workspace of at least
+    ``len(rr) * dy`` rows for the Jacobian's products.  A row whose ``eta_y`` or ``eta_xy`` hit the
+    floor gets a NaN Hessian (its curvature is not the criterion's).
+    """
+    m = rr.shape[0]
+    dy = obj.Z.shape[1]
+    a, gamma, Z = obj.alpha, obj.gamma, obj.Z
+    n = Z.shape[0]
+    jw = jprod.work
+    for q in prange(m):
+        k = work[_K, rr[q]]
+        y = Yt[rr[q]]
+        for d in range(dy):
+            row = jw[_K, q * dy + d]
+            for i in range(n):
+                row[i] = -2.0 * gamma * (y[d] - Z[i, d]) * k[i]
+    tri_products(jw, obj.W1, obj.W2, _ops(((_K, 0, 1, _Z1), (_K, 1, 1, _Z2))), m * dy, jprod.plan, jprod.nthreads)
+    if held is not None:
+        for t in prange(m * dy):
+            h = held[idx[rr[t // dy]]]
+            if h >= 0:
+                project_out(jw[_Z1, t], obj.W1, h)
+                project_out(jw[_Z2, t], obj.W2, h)
+    for q in prange(m):
+        r = rr[q]
+        _assemble(q, a, gamma, Z, Yt[r], work[_K, r], work[_R1, r], work[_R2, r], jw, out.eta_y[r],
+                  out.eta_xy[r], out.hits[r], hess[q])
+
+
+@kernel()
+def _assemble(q, a, gamma, Z, y, k, u_y, u_xy, jw, eta_y, eta_xy, hits, H):
+    """The ``q``-th Hessian from its kernel row, ``u_y``, ``u_xy``, etas and the Jacobian's products.
+
+    The O(N dy^2) sums are DGEMM calls of one shape per model (``dy × N`` times ``N × dy``), so a
+    point's Hessian does not depend on the other points of the call either.
+    """
+    n, dy = Z.shape
+    if hits > 0:
+        for c in range(dy):
+            for e in range(dy):
+                H[c, e] = np.nan
+        return
+    D = np.empty((n, dy))  # rows y - z_i
+    Dw = np.empty((n, 2 * dy))  # rows (u_y,i k_i, u_xy,i k_i) (y - z_i)
+    sy = 0.0
+    sxy = 0.0
+    for i in range(n):
+        wy = u_y[i] * k[i]
+        wxy = u_xy[i] * k[i]
+        sy += wy
+        sxy += wxy
+        for c in range(dy):
+            D[i, c] = y[c] - Z[i, c]
+            Dw[i, c] = wy * D[i, c]
+            Dw[i, dy + c] = wxy * D[i, c]
+    B = np.dot(D.T, Dw)  # [B(u_y) | B(u_xy)] without their factors and diagonals
+    gy = np.zeros(dy)  # grad eta_y = 4 gamma sum_i u_y,i k_i d_i
+    gxy = np.zeros(dy)  # grad eta_xy = 4 a gamma sum_i u_xy,i k_i d_i
+    for i in range(n):
+        for c in range(dy):
+            gy[c] += Dw[i, c]
+            gxy[c] += Dw[i, dy + c]
+    for c in range(dy):
+        gy[c] *= 4.0 * gamma
+        gxy[c] *= 4.0 * gamma * a
+    Zq = jw[_Z1, q * dy:(q + 1) * dy]
+    Xq = jw[_Z2, q * dy:(q + 1) * dy]
+    Ay = np.dot(Zq, Zq.T)
+    Axy = np.dot(Xq, Xq.T)
+    g2 = 4.0 * gamma * gamma
+    cf = -1.0 / (2.0 * (1.0 - a))
+    for c in range(dy):
+        for e in range(c + 1):
+            by = g2 * 0.5 * (B[c, e] + B[e, c])
+            bxy = g2 * 0.5 * (B[c, dy + e] + B[e, dy + c])
+            if c == e:
+                by -= 2.0 * gamma * sy
+                bxy -= 2.0 * gamma * sxy
+            h_eta_y = -2.0 * (0.5 * (Ay[c, e] + Ay[e, c]) + by)
+            h_eta_xy = -2.0 * (a * a * 0.5 * (Axy[c, e] + Axy[e, c]) + a * bxy)
+            hly = h_eta_y / eta_y - gy[c] * gy[e] / (eta_y * eta_y)
+            hlxy = h_eta_xy / eta_xy - gxy[c] * gxy[e] / (eta_xy * eta_xy)
+            H[c, e] = cf * (a * hly - hlxy)
+            H[e, c] = H[c, e]
+
+
+@kernel(inline=True)
+def wants_hessian(p, it, opts):
+    """Point ``p`` (:class:`~fastsm._kernels.optimize.Iterates` ``it``) just moved and asks for its exact
+    Hessian there (:data:`HESSIAN_FIRST`)."""
+    k = it.n_iter[p]
+    return (opts.hessian and it.active[p] and k < opts.max_iter and not it.h_exact[p]
+            and HESSIAN_FIRST <= k <= HESSIAN_LAST and (k - HESSIAN_FIRST) % HESSIAN_EVERY == 0)
+
+
+@kernel()
+def seed(p, Hx, it):
+    """Point ``p``'s exact Hessian ``Hx`` arrived: its inverse becomes the BFGS matrix if it is positive
+    definite.  Counted as the evaluations its products cost (``dy/2`` rounded up: an evaluation has
+    four triangular products per point, the Hessian ``2 dy``; the rest comes from the evaluation
+    that brought the point here)."""
+    d = Hx.shape[0]
+    it.n_eval[p] += (d + 1) // 2
+    for c in range(d):
+        for e in range(d):
+            if not np.isfinite(Hx[c, e]):
+                return
+    L, ok = _cholesky(Hx)
+    if not ok:
+        return
+    # H^-1 = L^-T L^-1, column by column
+    for e in range(d):
+        z = np.zeros(d)
+        for i in range(d):
+            t = 1.0 if i == e else 0.0
+            for j in range(i):
+                t -= L[i, j] * z[j]
+            z[i] = t / L[i, i]
+        for i in range(d - 1, -1, -1):
+            t = z[i]
+            for j in range(i + 1, d):
+                t -= L[j, i] * z[j]
+            z[i] = t / L[i, i]
+        for i in range(d):
+            it.H[p, i, e] = z[i]
+    it.h_scaled[p] = True
+    it.h_exact[p] = True
