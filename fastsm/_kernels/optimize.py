@@ -276,7 +276,7 @@ def _decrement_small(p, it, opts):
     pn = 0.0
     for c in range(it.P.shape[1]):
         pn += it.P[p, c] * it.P[p, c]
-    return np.sqrt(pn) < opts.max_step[p] and -0.5 * it.slope[p] <= opts.ftol * abs(it.f[p])
+    return opts.ftol > 0.0 and np.sqrt(pn) < opts.max_step[p] and -0.5 * it.slope[p] <= opts.ftol * abs(it.f[p])
 
 
 @kernel()
@@ -385,6 +385,9 @@ def _accept(p, r, it, Yt, ft, Gt, opts, decreased):
         gmax = max(gmax, abs(G[p, c]))
     # a small step is evidence of convergence only if it was a full step; a
     # step shrunk by backtracking says nothing about the distance to the minimum
-    if (t[p] == 1.0 and (step_inf <= xtol[p] or (decreased and decrease <= ftol * abs(f[p])))) or gmax == 0.0:
+    # ftol == 0 (the default) turns the value test off: an Armijo-accepted step can leave f unchanged
+    # in the last bit where the objective is flat, far (2e-8 at lambda_min 1.5e-4) from the minimum
+    if (t[p] == 1.0 and (step_inf <= xtol[p] or (ftol > 0.0 and decreased and decrease <= ftol * abs(f[p])))) \
+            or gmax == 0.0:
         converged[p] = True
         active[p] = False
