@@ -22,7 +22,7 @@ import numpy as np
 from numba import prange
 
 from fastsm._kernels.gemm import tri_products
-from fastsm._kernels.objectives import _K, _R1, _R2, _Z1, _Z2, _cholesky, _ops, project_out
+from fastsm._kernels.objectives import _K, _R1, _R2, _Z1, _Z2, _cholesky, _cholesky_solve, _ops, project_out
 from fastsm.config import kernel
 
 #: Iterations at which a point asks for its exact Hessian (``Options.hessian``), until one is
@@ -151,20 +151,12 @@ def seed(p, Hx, it):
     L, ok = _cholesky(Hx)
     if not ok:
         return
-    # H^-1 = L^-T L^-1, column by column
-    for e in range(d):
-        z = np.zeros(d)
+    unit = np.zeros(d)
+    for c in range(d):  # H^-1 column by column
+        unit[c] = 1.0
+        col = _cholesky_solve(L, unit)
+        unit[c] = 0.0
         for i in range(d):
-            t = 1.0 if i == e else 0.0
-            for j in range(i):
-                t -= L[i, j] * z[j]
-            z[i] = t / L[i, i]
-        for i in range(d - 1, -1, -1):
-            t = z[i]
-            for j in range(i + 1, d):
-                t -= L[j, i] * z[j]
-            z[i] = t / L[i, i]
-        for i in range(d):
-            it.H[p, i, e] = z[i]
+            it.H[p, i, c] = col[i]
     it.h_scaled[p] = True
     it.h_exact[p] = True
