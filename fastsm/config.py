@@ -42,8 +42,8 @@ SM_START_ITER: int = 5
 
 #: SMTGP predictions with at most this many outputs seed their quasi-Newton matrix with the exact
 #: Hessian of the criterion, where positive definite (it costs ``dy/2`` evaluations; at dy = 16 a
-#: prediction needs 22 % fewer evaluations and 98.5 % of the points converge, was 79 %;
-#: docs/performance.md "Exact curvature").
+#: prediction needs 23 % fewer evaluations and 98.5 % of the points converge, was 74.5 %; at dy = 60
+#: it costs 1.2x the time: docs/performance.md "Exact curvature").
 SM_HESSIAN_MAX_DY: int = 32
 
 #: Default step tolerance, relative to the output spread.  A converged position is fixed to about

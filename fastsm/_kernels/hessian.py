@@ -25,10 +25,13 @@ from fastsm._kernels.gemm import tri_products
 from fastsm._kernels.objectives import _K, _R1, _R2, _Z1, _Z2, _cholesky, _cholesky_solve, _ops, project_out
 from fastsm.config import kernel
 
-#: Iterations at which a point asks for its exact Hessian (``Options.hessian``), until one is
-#: positive definite: by the third iteration the quasi-Newton steps have left the start's
-#: neighbourhood, and a Hessian there (measured: 1.3 per point at dy = 16) replaces the dy
-#: iterations BFGS needs to learn the curvature (docs/performance.md, "Exact curvature").
+#: When a point asks for its exact Hessian (``Options.hessian``): first at iteration
+#: ``max(HESSIAN_FIRST, ceil(dy / 2))`` — once BFGS alone has spent what a Hessian costs (dy/2
+#: evaluations), so points that converge fast never pay for one (asked at iteration 3, the Hessian
+#: made the digits selection's leave-one-out alpha stage at dy = 32 1.9x slower) — then every
+#: ``HESSIAN_EVERY`` iterations, ``HESSIAN_LAST - HESSIAN_FIRST`` at most, until one is positive
+#: definite; it replaces the dy iterations BFGS needs to learn the curvature (docs/performance.md,
+#: "Exact curvature").
 HESSIAN_FIRST, HESSIAN_EVERY, HESSIAN_LAST = 3, 4, 19
 
 
@@ -130,10 +133,11 @@ def _assemble(q, a, gamma, Z, y, k, u_y, u_xy, jw, eta_y, eta_xy, hits, H):
 @kernel(inline=True)
 def wants_hessian(p, it, opts):
     """Point ``p`` (:class:`~fastsm._kernels.optimize.Iterates` ``it``) just moved and asks for its exact
-    Hessian there (:data:`HESSIAN_FIRST`)."""
+    Hessian there (:data:`HESSIAN_FIRST`: from iteration ``max(3, ceil(dy / 2))``)."""
     k = it.n_iter[p]
+    first = max(HESSIAN_FIRST, (it.Y.shape[1] + 1) // 2)
     return (opts.hessian and it.active[p] and k < opts.max_iter and not it.h_exact[p]
-            and HESSIAN_FIRST <= k <= HESSIAN_LAST and (k - HESSIAN_FIRST) % HESSIAN_EVERY == 0)
+            and first <= k <= first + HESSIAN_LAST - HESSIAN_FIRST and (k - first) % HESSIAN_EVERY == 0)
 
 
 @kernel()
