@@ -14,11 +14,12 @@ from fastsm.tgp import prediction as api
 from tests.conftest import problem
 
 
-def kernel_hessian(model, X, Y):
-    """fastsm's Hessians of the beta-free SM criterion at rows ``Y`` (one evaluation, then the kernel)."""
+def kernel_hessian(model, X, Y, held=None):
+    """fastsm's Hessians of the beta-free SM criterion at rows ``Y`` (one evaluation, then the kernel);
+    ``held``: the training point left out of each row's model (leave-one-out)."""
     m, dy = Y.shape
     n = model.n_train
-    F, eta_x, _, _ = api._point_data(model, X, "sm")
+    F, eta_x, _, _ = api._point_data(model, X, "sm", held)
     plan = tile_plan(n)
     out = obj.Evaluations(np.empty(m), np.empty((m, dy)), np.empty(m), np.empty(m), np.zeros(m, dtype=np.int64))
     H = np.empty((m, dy, dy))
@@ -27,8 +28,9 @@ def kernel_hessian(model, X, Y):
         jprod = obj.Products(obj.workspace(m * dy, n, plan.heights[0]), plan, numba.get_num_threads())
         rows = np.arange(m)
         Y = np.ascontiguousarray(Y)
-        obj.evaluate_rows(api._objective(model, "sm", 1.0), obj.Points(F, eta_x), rows, Y, out, prod, None, None)
-        hessian_rows(api._objective(model, "sm", 1.0), rows, rows, Y, out, prod.work, H, jprod, None)
+        o = api._objective(model, "sm", 1.0)
+        obj.evaluate_rows(o, obj.Points(F, eta_x), rows, Y, out, prod, None, held)
+        hessian_rows(o, rows, rows, Y, out, prod.work, H, jprod, held)
     return H, out.hits
 
 
@@ -145,18 +147,6 @@ def test_leave_one_out_hessian_is_the_refit_models():
     for i in (0, 17, 39):
         keep = np.arange(len(Xtr)) != i
         ref = reference_hessian(tgp.fit(Xtr[keep], Ytr[keep], p), Xtr[i], Ytr[i] + 0.05)
-        m, dy, n = 1, 3, model.n_train
-        F, eta_x, _, _ = api._point_data(model, Xtr[i:i + 1], "sm", np.array([i]))
-        plan = tile_plan(n)
-        out = obj.Evaluations(np.empty(m), np.empty((m, dy)), np.empty(m), np.empty(m), np.zeros(m, dtype=np.int64))
-        H = np.empty((m, dy, dy))
-        Y = np.ascontiguousarray(Ytr[i:i + 1] + 0.05)
-        held, rows = np.array([i]), np.arange(m)
-        with thread_limits(None):
-            prod = obj.Products(obj.workspace(m, n, plan.heights[0]), plan, numba.get_num_threads())
-            jprod = obj.Products(obj.workspace(m * dy, n, plan.heights[0]), plan, numba.get_num_threads())
-            o = api._objective(model, "sm", 1.0)
-            obj.evaluate_rows(o, obj.Points(F, eta_x), rows, Y, out, prod, None, held)
-            hessian_rows(o, rows, rows, Y, out, prod.work, H, jprod, held)
+        H, _ = kernel_hessian(model, Xtr[i:i + 1], Ytr[i:i + 1] + 0.05, held=np.array([i]))
         # measured: at most 8.3e-14 relative to the largest entry
         assert np.abs(H[0] - ref).max() <= 1e-9 * np.abs(ref).max()
