@@ -16,6 +16,8 @@ import ctypes
 import numpy as np
 from numba.extending import get_cython_function_address
 
+from fastsm import config
+from fastsm._kernels.triangular import tri_inverse
 from fastsm.config import kernel
 
 _int_p = ctypes.POINTER(ctypes.c_int)
@@ -28,6 +30,9 @@ _dtrtri = _TRTRI(get_cython_function_address("scipy.linalg.cython_lapack", "dtrt
 
 def potrf_trtri(K: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, int]:
     """``(L, W, log|K|, info)``: the lower Cholesky factor ``K = L L^T`` and ``W = L^-1``.
+
+    ``L`` by LAPACK's ``dpotrf``; ``W`` by :func:`~fastsm._kernels.triangular.tri_inverse` up
+    to order ``config.TRI_INVERSE_MAX_N``, by ``dtrtri`` beyond.
 
     Only the lower triangle of ``K`` is read; ``L`` and ``W`` are C-contiguous with zeros above
     the diagonal.  On failure (``info != 0``, the leading minor of that order is not positive)
@@ -42,6 +47,8 @@ def potrf_trtri(K: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, int]:
         return a, a, np.nan, info.value
     L = lower_part(a.T)
     logdet = 2.0 * float(np.sum(np.log(np.diag(L))))
+    if n <= config.TRI_INVERSE_MAX_N:
+        return L, tri_inverse(L), logdet, 0
     # dtrtri reads and writes the lower triangle only: K's values left above it change nothing
     info2 = ctypes.c_int(0)
     _dtrtri(b"L", b"N", ctypes.byref(nn), a.ctypes.data_as(_dbl_p), ctypes.byref(nn), ctypes.byref(info2))
