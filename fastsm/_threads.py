@@ -55,7 +55,13 @@ def resolve_threads(threads: int | None) -> int:
     threads = int(threads)
     if threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
-    return min(threads, numba.config.NUMBA_NUM_THREADS, os.cpu_count() or threads)
+    return min(threads, numba.config.NUMBA_NUM_THREADS, _cpu_count() or threads)
+
+
+@functools.lru_cache(maxsize=1)
+def _cpu_count() -> int | None:
+    # os.cpu_count() reads /sys on every call (~17 us; a local prediction resolves threads ~6 times a group)
+    return os.cpu_count()
 
 
 @functools.lru_cache(maxsize=1)
@@ -187,6 +193,7 @@ def _after_fork_in_child() -> None:
     _KERNEL_LOCK._reset()
     _GATE._reset()
     _HELPERS.__dict__.clear()
+    _LIMITS.__dict__.clear()
     _ALL_HELPERS.clear()
     _FORKING.clear()
     _OWN_THREADS.clear()
@@ -213,14 +220,24 @@ def thread_limits(threads: int | None) -> Iterator[int]:
     :class:`_SharedBlasLimit`).  Everything is restored in ``finally``.
     """
     n = resolve_threads(threads)
+    if getattr(_LIMITS, "n", 0) == n:  # inside a thread_limits(n) of this thread: everything is set
+        yield n
+        return
     launch_in_main_thread()
     previous = numba.get_num_threads()
+    outer = getattr(_LIMITS, "n", 0)
     with _GATE.running(), _KERNEL_LOCK.held_if_needed(), _BLAS:
         numba.set_num_threads(n)
+        _LIMITS.n = n
         try:
             yield n
         finally:
+            _LIMITS.n = outer
             numba.set_num_threads(previous)
+
+
+#: The thread count of the innermost :func:`thread_limits` of each thread (0 outside)
+_LIMITS = threading.local()
 
 
 #: OS ids of fastsm's pool and helper threads; ``fork()`` waits for the ended ones to leave the OS

@@ -51,7 +51,7 @@ from scipy.spatial import cKDTree
 
 from fastsm import config
 from fastsm._progress import Progress
-from fastsm._threads import resolve_threads, worker_pool
+from fastsm._threads import resolve_threads, thread_limits, worker_pool
 from fastsm._validation import as_2d, check_choice, check_int
 from fastsm.tgp import regions as _regions
 from fastsm.tgp.fitting import check_training, factorize
@@ -370,6 +370,10 @@ def predict_local(model: LocalTGPModel, X, *, method: str, init, max_iter: int, 
     methods = _METHODS[method]
 
     def run(group):
+        with thread_limits(1):  # one thread per group; the calls inside find their limits set
+            return _run(group)
+
+    def _run(group):
         rows, members = group
         if model.share == "region":  # members: the region
             sub = _shared_model(model, members, methods)
