@@ -141,6 +141,27 @@ def test_concurrent_predicts_match_sequential_and_restore_blas(toy):
     assert _blas_threads() == before
 
 
+def test_nested_thread_limits_keep_and_restore_the_outer_settings():
+    """A thread_limits inside one of the same count changes nothing (it returns at once); one of another
+    count sets its own Numba threads and gives the outer's back; BLAS stays at one thread inside and at the
+    user's setting after."""
+    import numba
+
+    from fastsm._threads import thread_limits
+
+    before, numba_before = _blas_threads(), numba.get_num_threads()
+    with thread_limits(2) as n:
+        inner_n = numba.get_num_threads()
+        with thread_limits(2):
+            assert numba.get_num_threads() == inner_n and set(_blas_threads()) == {1}
+        with thread_limits(1):
+            assert numba.get_num_threads() == 1 and set(_blas_threads()) == {1}
+            with thread_limits(1):
+                assert numba.get_num_threads() == 1
+        assert numba.get_num_threads() == inner_n == n and set(_blas_threads()) == {1}
+    assert _blas_threads() == before and numba.get_num_threads() == numba_before
+
+
 # 6. Ctrl-C
 
 def test_ctrl_c_interrupts_predict_promptly():
