@@ -28,7 +28,7 @@ _TRTRI = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_char_p, _int_p, _dbl_p
 _dtrtri = _TRTRI(get_cython_function_address("scipy.linalg.cython_lapack", "dtrtri"))
 
 
-def potrf_trtri(K: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, int]:
+def potrf_trtri(K: np.ndarray, want_L: bool = True) -> tuple[np.ndarray | None, np.ndarray, float, int]:
     """``(L, W, log|K|, info)``: the lower Cholesky factor ``K = L L^T`` and ``W = L^-1``.
 
     ``L`` by LAPACK's ``dpotrf``; ``W`` by :func:`~fastsm._kernels.triangular.tri_inverse` up
@@ -36,7 +36,8 @@ def potrf_trtri(K: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, int]:
 
     Only the lower triangle of ``K`` is read; ``L`` and ``W`` are C-contiguous with zeros above
     the diagonal.  On failure (``info != 0``, the leading minor of that order is not positive)
-    ``L`` and ``W`` are meaningless.  Call with BLAS limited to one thread for results
+    ``L`` and ``W`` are meaningless.  ``want_L=False``: ``L`` is not formed (``None``; a pass over
+    the matrix saved where only ``W`` is used).  Call with BLAS limited to one thread for results
     independent of the thread count.
     """
     n = K.shape[0]
@@ -45,10 +46,10 @@ def potrf_trtri(K: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, int]:
     _dpotrf(b"L", ctypes.byref(nn), a.ctypes.data_as(_dbl_p), ctypes.byref(nn), ctypes.byref(info))
     if info.value != 0:
         return a, a, np.nan, info.value
-    L = lower_part(a.T)
-    logdet = 2.0 * float(np.sum(np.log(np.diag(L))))
+    logdet = 2.0 * float(np.sum(np.log(np.diag(a))))
     if n <= config.TRI_INVERSE_MAX_N:
-        return L, tri_inverse(L), logdet, 0
+        return (lower_part(a.T) if want_L else None), tri_inverse(a), logdet, 0
+    L = lower_part(a.T) if want_L else None
     # dtrtri reads and writes the lower triangle only: K's values left above it change nothing
     info2 = ctypes.c_int(0)
     _dtrtri(b"L", b"N", ctypes.byref(nn), a.ctypes.data_as(_dbl_p), ctypes.byref(nn), ctypes.byref(info2))

@@ -34,7 +34,9 @@ def test_tri_inverse_against_a_triangular_solve(n):
     garbage = np.where(np.tri(n, dtype=bool), L, np.nan)
     with thread_limits(1):
         W = tri_inverse(garbage)
+        W_f = tri_inverse(np.asfortranarray(garbage))  # potrf's Fortran buffer, as potrf_trtri passes it
     assert W.flags.c_contiguous and W.shape == (n, n)
+    np.testing.assert_array_equal(W_f, W)
     np.testing.assert_array_equal(np.triu(W, 1), 0.0)
     ref = solve_triangular(L, np.eye(n), lower=True)
     np.testing.assert_allclose(W, ref, rtol=0, atol=1e-14 * np.abs(ref).max())
@@ -83,6 +85,9 @@ def test_potrf_trtri_uses_it_up_to_the_threshold(monkeypatch):
             L, W, _, info = _lapack.potrf_trtri(K)
             assert info == 0
             np.testing.assert_array_equal(W, tri_inverse(L))
+            none, W2, _, _ = _lapack.potrf_trtri(K, want_L=False)
+            assert none is None
+            np.testing.assert_array_equal(W2, W)
     monkeypatch.setattr(config, "TRI_INVERSE_MAX_N", 4)
     with thread_limits(1):
         L, W, _, _ = _lapack.potrf_trtri(K)

@@ -69,8 +69,8 @@ def _leaf(L, W, lo, hi):
 
 @kernel()
 def tri_inverse(L):
-    """``W = L^-1`` of a lower-triangular ``L`` (its upper triangle is not read), C-contiguous,
-    zeros above the diagonal.
+    """``W = L^-1`` of a lower-triangular ``L`` (its upper triangle is not read; C or Fortran order,
+    the same bits), C-contiguous, zeros above the diagonal.
 
     ``L``'s diagonal must be nonzero (a Cholesky factor's is positive).  The DGEMMs run on
     the BLAS threads the caller allows: one, for results independent of the thread count.

@@ -111,9 +111,11 @@ def check_training(X, Y, params: TGPParams, methods, sample_weight=None) -> tupl
     return X, Y, check_methods(methods), w, params.resolve(X, Y, w)
 
 
-def spd_factor(K: np.ndarray, name: str, lam_name: str) -> tuple[np.ndarray, np.ndarray, float]:
+def spd_factor(K: np.ndarray, name: str, lam_name: str, want_L: bool = True) -> tuple[np.ndarray | None, np.ndarray,
+                                                                                     float]:
     """``(L, W, log|K|)`` of an SPD matrix: its lower Cholesky factor and ``W = L^-1`` (LAPACK
-    potrf/trtri, GIL released).  Call on one BLAS thread (see the module docstring).
+    potrf and :func:`fastsm._lapack.potrf_trtri`'s inverse, GIL released); ``L`` is ``None`` unless
+    ``want_L``.  Call on one BLAS thread (see the module docstring).
 
     Raises
     ------
@@ -121,7 +123,7 @@ def spd_factor(K: np.ndarray, name: str, lam_name: str) -> tuple[np.ndarray, np.
         If ``K`` is not numerically positive definite (e.g. duplicate
         training points with a zero regulariser).
     """
-    L, W, logdet, info = potrf_trtri(K)
+    L, W, logdet, info = potrf_trtri(K, want_L)
     if info != 0:
         raise ValueError(
             f"{name} is not positive definite (Cholesky failed at column {info}); "
@@ -211,7 +213,9 @@ def factorize(X: np.ndarray, Y: np.ndarray, params, methods: tuple[str, ...], th
         Kx = weighted_gram(X, p.gamma_x, p.lambda_x, sample_weight)
         Ky = weighted_gram(Y, p.gamma_y, p.lambda_y, sample_weight)
         Kxy = (1.0 - p.alpha) * Kx + p.alpha * Ky
-        jobs = [(Kx, "K_X", "lambda_x"), (Ky, "K_Y", "lambda_y"), (Kxy, "K_XY", "lambda_x or lambda_y")]
+        ikl = "ikl" in methods  # G needs L_X; the other factors are used through their inverses only
+        jobs = [(Kx, "K_X", "lambda_x", ikl), (Ky, "K_Y", "lambda_y", False),
+                (Kxy, "K_XY", "lambda_x or lambda_y", False)]
         workers = min(len(jobs), resolve_threads(threads))
         if workers > 1:
             # three independent single-threaded factorisations, GIL released: bitwise the same as in series
@@ -219,7 +223,7 @@ def factorize(X: np.ndarray, Y: np.ndarray, params, methods: tuple[str, ...], th
                 fx, fy, fxy = pool.map(lambda j: spd_factor(*j), jobs)
         else:
             fx, fy, fxy = (spd_factor(*j) for j in jobs)
-        G = ikl_factor(fy[1], fx[0]) if "ikl" in methods else None
+        G = ikl_factor(fy[1], fx[0]) if ikl else None
         coef = ridge(X, Y, sample_weight)
     spread = output_spread(Y)
     return {
