@@ -223,7 +223,8 @@ def factorize(X: np.ndarray, Y: np.ndarray, params, methods: tuple[str, ...], th
                 fx, fy, fxy = pool.map(lambda j: spd_factor(*j), jobs)
         else:
             fx, fy, fxy = (spd_factor(*j) for j in jobs)
-        G = ikl_factor(fy[1], fx[0]) if ikl else None
+        Lx = fx[0]
+        G = ikl_factor(fy[1], Lx) if Lx is not None else None  # L_X is formed for IKLTGP only
         coef = ridge(X, Y, sample_weight)
     spread = output_spread(Y)
     return {
