@@ -42,6 +42,7 @@ import numba
 import numpy as np
 
 from fastsm._kernels.gemm import CALL_OVERHEAD_ROWS, TilePlan, padded_rows, probe_tri, row_tiles, tri_products
+from fastsm._kernels.tri_rows import symmetric_storage
 from fastsm._threads import thread_limits
 from fastsm._warn import warn
 
@@ -128,6 +129,10 @@ def choose(probe: Probe) -> tuple[tuple[int, ...], int]:
     return hs, unit
 
 
+#: The plan of the row loops (:mod:`fastsm._kernels.tri_rows`): no BLAS call, nothing to check.
+ROW_PLAN = TilePlan(np.ones(1, dtype=np.int64), 1, 0, True)
+
+
 @functools.cache
 def tile_plan(n: int) -> TilePlan:
     """The checked call shapes for products with ``n`` columns (memoised per process)."""
@@ -140,11 +145,20 @@ def tile_plan(n: int) -> TilePlan:
     return TilePlan(np.array(heights, dtype=np.int64), int(unit), 0)
 
 
-def tri(A: np.ndarray, M: np.ndarray, forward: bool, plan: TilePlan | None = None) -> np.ndarray:
+def product_factor(M: np.ndarray, plan: TilePlan) -> np.ndarray:
+    """A lower-triangular factor as ``plan``'s products read it: itself, or in symmetric storage for
+    row plans (:func:`~fastsm._kernels.tri_rows.symmetric_storage`; only ``M``'s lower triangle is read)."""
+    M = np.ascontiguousarray(M, dtype=np.float64)
+    return symmetric_storage(M) if plan.rows else M
+
+
+def tri(A: np.ndarray, M: np.ndarray, forward: bool, plan: TilePlan | None = None, *,
+        stored: bool = False) -> np.ndarray:
     """Each row ``x`` of ``A`` times a lower-triangular ``M``: ``M x`` (``forward``) or ``M^T x``.
 
     Every row is computed independently of the other rows of ``A`` (the checked tiles of
-    :func:`~fastsm._kernels.gemm.tri_products`).  Only the lower triangle of ``M`` may be non-zero.
+    :func:`~fastsm._kernels.gemm.tri_products`, or the row loops).  Only the lower triangle of ``M``
+    is read, unless ``stored``: ``M`` is then :func:`product_factor`'s for ``plan``.
     Runs on the caller's Numba threads; call inside ``thread_limits``.
     """
     m, n = A.shape
@@ -154,7 +168,7 @@ def tri(A: np.ndarray, M: np.ndarray, forward: bool, plan: TilePlan | None = Non
     mp = padded_rows(m, plan)
     work = np.zeros((2, mp, n))
     work[0, :m] = A
-    M = np.ascontiguousarray(M)
+    M = np.ascontiguousarray(M) if stored else product_factor(M, plan)
     tri_products(work, M, M, np.array([[0, 0, 1 if forward else 0, 1]], dtype=np.int64), m, plan,
                  numba.get_num_threads())
     return work[1, :m]

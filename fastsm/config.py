@@ -70,6 +70,12 @@ DEFAULT_TRUST_RADIUS: float = 0.25
 #: Default number of test points handled per batch (bounds memory use).
 DEFAULT_BATCH_SIZE: int = 1024
 
+#: KNN-local and region models (one or a few test points each) of at most this many training
+#: points multiply by their triangular factors with row loops (:mod:`fastsm._kernels.tri_rows`):
+#: for one or two rows 2-3x faster than a DTRMM call, for batches of 16 or more 1.5-3.5x slower
+#: than DTRMM tiles (``benchmarks/tri_rows.py``), which global and ``share="cluster"`` models keep.
+ROW_PRODUCTS_MAX_N: int = 1024
+
 #: Factors of at most this order are inverted by :func:`fastsm._kernels.triangular.tri_inverse`
 #: (products of halves, 2.6x faster than OpenBLAS's ``dtrtri`` at 200, 1.2x at 1000), larger ones
 #: by LAPACK's ``dtrtri`` (measured: at 2000 the products' doubled flops cost 8 % more).

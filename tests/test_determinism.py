@@ -15,37 +15,51 @@ import numpy as np
 import pytest
 
 from fastsm import config, datasets, tgp
-from fastsm._kernels.gemm import padded_rows
-from fastsm._products import Probe, choose, tile_plan, tri
+from fastsm._kernels.gemm import TilePlan, padded_rows
+from fastsm._products import ROW_PLAN, Probe, choose, tile_plan, tri
 from fastsm._threads import thread_limits
+from fastsm.tgp.prediction import products_plan, use_row_products
 
 pytestmark = pytest.mark.determinism
 
 PARAMS = tgp.TGPParams(gamma_x=0.3, gamma_y=0.5, lambda_x=1e-3, lambda_y=1e-3, alpha=0.7, beta=1.5)
 
 
-@pytest.fixture(scope="module")
-def problem():
-    # N = 450: two column panels; the rounds use several tile heights
+@pytest.fixture(scope="module", params=["tiles", "rows"])
+def problem(request):
+    """N = 450 by both kinds of products: DTRMM tiles (two column panels; the rounds use several tile
+    heights) and the row loops of local models (no BLAS)."""
     X, Xt, Y, _ = datasets.random_structured(3, n_train=450, n_test=90, dx=4, dy=3)
-    return tgp.fit(X, Y, PARAMS), Xt
+    model = tgp.fit(X, Y, PARAMS)
+    if request.param == "rows":
+        use_row_products(model)
+    assert products_plan(model).rows == (request.param == "rows")
+    return model, Xt
 
 
+@pytest.mark.parametrize("kind", ["rows", "tiles"])
 @pytest.mark.parametrize("n", [7, 64, 100, 300, 450, 1000])
-def test_product_rows_do_not_depend_on_the_other_rows(n):
-    """The construction itself: ``tri`` of a row alone, in a batch, shifted, or with other rows around."""
+def test_product_rows_do_not_depend_on_the_other_rows(n, kind):
+    """The construction itself: ``tri`` of a row alone, in a batch, shifted, or with other rows around,
+    by the row loops and by DTRMM tiles of the checked menu."""
     rng = np.random.default_rng(n)
     A = rng.standard_normal((301, n))
     M = np.tril(rng.standard_normal((n, n)))
+    if kind == "rows":
+        plan = ROW_PLAN
+    else:
+        with thread_limits(2):
+            heights, unit = choose(Probe(n))
+        plan = TilePlan(np.array(heights, dtype=np.int64), unit, 0)
     for forward, dense in ((True, M.T), (False, M)):
         with thread_limits(2):
-            full = tri(A, M, forward)
+            full = tri(A, M, forward, plan)
             for rows in (slice(0, 1), slice(1, 2), slice(5, 17), slice(3, 200), slice(100, 301)):
-                np.testing.assert_array_equal(tri(A[rows], M, forward), full[rows])
+                np.testing.assert_array_equal(tri(A[rows], M, forward, plan), full[rows])
             perm = rng.permutation(301)
-            np.testing.assert_array_equal(tri(A[perm], M, forward), full[perm])
+            np.testing.assert_array_equal(tri(A[perm], M, forward, plan), full[perm])
         with thread_limits(1):
-            np.testing.assert_array_equal(tri(A, M, forward), full)
+            np.testing.assert_array_equal(tri(A, M, forward, plan), full)
         # and it is the product (rounding only)
         np.testing.assert_allclose(full, A @ dense, rtol=1e-10, atol=1e-10 * np.abs(A @ dense).max())
 
@@ -53,8 +67,9 @@ def test_product_rows_do_not_depend_on_the_other_rows(n):
 @pytest.mark.parametrize("n", [100, 300, 1000])
 def test_tile_plan_is_a_checked_menu(n):
     with thread_limits(2):
-        plan = tile_plan(n)
         probe = Probe(n)
+    heights, unit = choose(probe)
+    plan = TilePlan(np.array(heights, dtype=np.int64), unit, 0)
     hs = [int(h) for h in plan.heights]
     assert hs == sorted(hs, reverse=True) and all(h % plan.unit == 0 for h in hs)
     assert plan.unit == hs[-1]
@@ -63,7 +78,8 @@ def test_tile_plan_is_a_checked_menu(n):
     assert probe.invariant(top)
     for h in hs:
         np.testing.assert_array_equal(probe.rows(h), probe.rows(top)[:h])
-    assert choose(probe)[0] == tuple(hs)
+    used = tile_plan(n)
+    assert not used.rows and list(used.heights) == hs
 
 
 def test_threads_batch_size_order_split_and_window(problem, monkeypatch):

@@ -13,6 +13,7 @@ from scipy.spatial import cKDTree
 
 from fastsm import datasets, tgp
 from fastsm.tgp import regions
+from fastsm.tgp.prediction import use_row_products
 
 PARAMS = tgp.TGPParams(gamma_x=0.5, gamma_y=4.0, lambda_x=1e-3, lambda_y=1e-3)
 
@@ -63,7 +64,9 @@ def test_a_region_model_is_a_fit_on_its_centroids_neighbours(data, fitted):
     for i in range(5):
         nb = np.sort(idx[i])
         np.testing.assert_array_equal(model.members[lab[i]], nb)
-        one = tgp.predict(tgp.fit(X[nb], Y[nb], PARAMS, methods=("kl", "sm")), Xt[i:i + 1], method="sm")
+        alone = tgp.fit(X[nb], Y[nb], PARAMS, methods=("kl", "sm"))
+        use_row_products(alone)  # as region models multiply (a global model's default: DTRMM tiles)
+        one = tgp.predict(alone, Xt[i:i + 1], method="sm")
         np.testing.assert_array_equal(one.y[0], ref.y[i])
 
 
@@ -115,7 +118,9 @@ def test_regions_with_the_same_members_share_one_model(data):
     assert full.n_regions == 8 and full.n_models == 1 and (full.model_of == 0).all()
     got = tgp.predict(full, Xt, method="sm")
     assert full.n_factorized == 1
-    np.testing.assert_array_equal(got.y, tgp.predict(tgp.fit(X, Y, PARAMS, methods=("kl", "sm")), Xt).y)
+    alone = tgp.fit(X, Y, PARAMS, methods=("kl", "sm"))
+    use_row_products(alone)  # as region models multiply
+    np.testing.assert_array_equal(got.y, tgp.predict(alone, Xt).y)
     assert full.factorize_regions("kl") == 0
     model_of, first = regions.shared_models(np.array([[1, 2], [0, 3], [1, 2], [0, 3], [4, 5]]))
     assert model_of.tolist() == [0, 1, 0, 1, 2] and first.tolist() == [0, 1, 4]

@@ -45,6 +45,7 @@ from numba.core.extending import intrinsic
 from numba.extending import get_cython_function_address
 from numba.np.linalg import ensure_blas
 
+from fastsm._kernels.tri_rows import rows_product
 from fastsm.config import kernel
 
 ensure_blas()
@@ -90,11 +91,16 @@ class TilePlan(NamedTuple):
     panel_width : int
         Width of the column panels (the last one narrower), or 0 when every
         call is full width.
+    rows : bool
+        Triangular products by :mod:`~fastsm._kernels.tri_rows`'s row loops instead of DTRMM
+        tiles (small ``N``, ``config.ROW_PRODUCTS_MAX_N``); the factors then come in symmetric
+        storage (:func:`~fastsm._kernels.tri_rows.symmetric_storage`) and ``heights`` is ``(1,)``.
     """
 
     heights: np.ndarray
     unit: int
     panel_width: int
+    rows: bool = False
 
 
 @intrinsic
@@ -153,6 +159,9 @@ def trmm_tile(X, r0, h, M, fwd, P, p0):
     _dtrmm(_ptr(flags, 0), _ptr(flags, 1), _ptr(flags, 2), _ptr(flags, 3), _ptr(dims, 0), _ptr(dims, 1),
            _ptr(one, 0), _ptr(M, 0), _ptr(dims, 2), _ptr(P, p0 * ldp), _ptr(dims, 3))
 
+
+#: Rows per task of the row loops (:func:`tri_products` with ``plan.rows``).
+ROW_CHUNK = 16
 
 #: Cost of one DGEMM call beyond its rows, in rows (packing the right factor's panel; measured
 #: 16-row tiles at ~half the rate of 256-row tiles on N = 1000-2000).
@@ -279,11 +288,32 @@ def tri_products(work, M0, M1, ops, m, plan, nthreads):
     Every row is computed by a call shape of the plan, so its result depends on its own data,
     ``N`` and the plan only.  One task per tile and product; the tiles are at most
     ``m / (nthreads / products)`` rows high, so that ``nthreads`` threads have work (the cover
-    changes no result).
+    changes no result).  With ``plan.rows`` the factors come in symmetric storage and every row
+    is computed by :func:`~fastsm._kernels.tri_rows.rows_product`, in chunks of at most
+    :data:`ROW_CHUNK` rows (no padding).
     """
-    n = work.shape[2]
     nprod = ops.shape[0]
     groups = max(1, nthreads // nprod)
+    if plan.rows:  # no padding: chunks of at most ROW_CHUNK rows, one task each
+        chunk = max(1, min(ROW_CHUNK, (m + groups - 1) // groups))
+        nc = (m + chunk - 1) // chunk
+        for task in prange(nprod * nc):
+            g = task // nc
+            r0 = (task - g * nc) * chunk
+            h = min(chunk, m - r0)
+            if ops[g, 1] == 0:
+                rows_product(work[ops[g, 0]], r0, h, M0, ops[g, 2] == 1, work[ops[g, 3]])
+            else:
+                rows_product(work[ops[g, 0]], r0, h, M1, ops[g, 2] == 1, work[ops[g, 3]])
+    else:
+        _tile_products(work, M0, M1, ops, m, plan, groups)
+
+
+@kernel(parallel=True)
+def _tile_products(work, M0, M1, ops, m, plan, groups):
+    """:func:`tri_products` by DTRMM tiles."""
+    n = work.shape[2]
+    nprod = ops.shape[0]
     starts, heights = capped_tiles(m, plan, (m + groups - 1) // groups)
     nt = starts.shape[0]
     mp = starts[nt - 1] + heights[nt - 1] if nt > 0 else 0

@@ -56,7 +56,7 @@ from fastsm._validation import as_2d, check_choice, check_int
 from fastsm.tgp import regions as _regions
 from fastsm.tgp.fitting import check_training, factorize
 from fastsm.tgp.model import Prediction, TGPModel, TGPParams
-from fastsm.tgp.prediction import _check_inputs, _warn_extrapolated, predict_global, quiet
+from fastsm.tgp.prediction import _check_inputs, _warn_extrapolated, predict_global, quiet, use_row_products
 
 SHARES = ("exact", "none", "cluster", "region")
 
@@ -379,6 +379,8 @@ def predict_local(model: LocalTGPModel, X, *, method: str, init, max_iter: int, 
             sub = _shared_model(model, members, methods)
         else:
             sub = _fit_members(model, members, methods)
+        if model.share != "cluster":  # one or a few points per model: row loops (a cluster's are ~group_size)
+            use_row_products(sub)
         with quiet():  # counted and reported once below
             p = predict_global(sub, X[rows], method=method, init=init if Y0 is None else Y0[rows],
                                max_iter=max_iter, tol=tol, threads=1, optimizer=optimizer, trust_radius=trust_radius,

@@ -102,6 +102,13 @@ class TGPModel:
         self._set(X, Y, methods, parts, sample_weight, copy)
         return self
 
+    def __getstate__(self) -> dict:
+        # how the products run and their factors' storage (prediction.product_factors) belong to the caller
+        state = dict(self.__dict__)
+        state.pop("_product_factors", None)
+        state.pop("_row_products", None)
+        return state
+
     @property
     def Kx_inv(self) -> np.ndarray:
         """``K_X^-1 = W_X^T W_X`` (formed on access, O(N^3); the model itself never uses it)."""

@@ -18,10 +18,11 @@ import numpy as np
 
 from fastsm import config
 from fastsm._kernels import objectives as obj
+from fastsm._kernels.gemm import TilePlan
 from fastsm._kernels.optimize import Options, minimize_batch
 from fastsm._kernels.rank_one import sumsq_rows
 from fastsm._kernels.rbf import rbf_cross
-from fastsm._products import tile_plan, tri
+from fastsm._products import ROW_PLAN, product_factor, tile_plan, tri
 from fastsm._progress import Progress
 from fastsm._threads import Compute, run_interruptible, thread_limits
 from fastsm._validation import as_2d, check_choice, check_int, check_scalar
@@ -59,6 +60,34 @@ def _floor(model: TGPModel) -> float:
     return config.ETA_FLOOR_REL * (1.0 + max(p.lambda_x, p.lambda_y))
 
 
+def use_row_products(model: TGPModel) -> None:
+    """Have ``model``'s products run by row loops (:mod:`fastsm._kernels.tri_rows`) if it has at most
+    ``config.ROW_PRODUCTS_MAX_N`` training points: for models that predict one or a few points at a
+    time (KNN-local and region models), where a row loop is 2-4x faster than a DTRMM call."""
+    if model.n_train <= config.ROW_PRODUCTS_MAX_N:
+        object.__setattr__(model, "_row_products", True)
+
+
+def products_plan(model: TGPModel) -> TilePlan:
+    """How ``model``'s products run: row loops (:func:`use_row_products`) or DTRMM tiles of the
+    checked menu for its ``N`` (batches of many points, BLAS-3)."""
+    return ROW_PLAN if model.__dict__.get("_row_products", False) else tile_plan(model.n_train)
+
+
+def product_factors(model: TGPModel) -> dict[str, np.ndarray]:
+    """``model``'s triangular factors as its products read them (:func:`fastsm._products.product_factor`):
+    for row loops in symmetric storage, formed once per model, else the factors themselves."""
+    names = [name for name in ("Wx", "Wy", "Wxy", "G") if getattr(model, name) is not None]
+    plan = products_plan(model)
+    if not plan.rows:
+        return {name: getattr(model, name) for name in names}
+    found = model.__dict__.get("_product_factors")
+    if found is None:
+        found = {name: product_factor(getattr(model, name), plan) for name in names}
+        object.__setattr__(model, "_product_factors", found)
+    return found
+
+
 def _point_data(model: TGPModel, Xb: np.ndarray, method: str, held: np.ndarray | None = None):
     """Per-point data that depends on x only (MATH §2; the table of :mod:`fastsm._kernels.objectives`).
 
@@ -75,20 +104,23 @@ def _point_data(model: TGPModel, Xb: np.ndarray, method: str, held: np.ndarray |
         Kx[np.arange(m), held] = 0.0
     extrapolated = Kx.max(axis=1) < config.EXTRAPOLATION_K
 
+    factors = product_factors(model)
+    plan = products_plan(model)
+
     def forward(W):
-        Z = tri(Kx, W, True)
+        Z = tri(Kx, W, True, plan, stored=True)
         if held is not None:
             obj.project_rows(Z, W, held)
         return Z
 
-    Hx = forward(model.Wx)
+    Hx = forward(factors["Wx"])
     eta_x = np.empty(m)
     sumsq_rows(Hx, 1.0 + p.lambda_x, _floor(model), eta_x)
-    Gxy = forward(model.Wxy)
+    Gxy = forward(factors["Wxy"])
     if method == "kl":
-        F = tri(Hx, model.Wx, False)  # u_x = K_X^-1 k_x
+        F = tri(Hx, factors["Wx"], False, plan, stored=True)  # u_x = K_X^-1 k_x
     elif method == "ikl":
-        F = forward(model.Wy)
+        F = forward(factors["Wy"])
     elif method == "sm":
         F = Gxy
     else:
@@ -97,13 +129,14 @@ def _point_data(model: TGPModel, Xb: np.ndarray, method: str, held: np.ndarray |
 
 
 def _factors(model: TGPModel, method: str) -> tuple[np.ndarray, np.ndarray]:
+    if method == "ikl" and model.G is None:
+        raise ValueError("this model was fitted without 'ikl' in methods; refit with methods including 'ikl'")
+    factors = product_factors(model)
     if method == "ikl":
-        if model.G is None:
-            raise ValueError("this model was fitted without 'ikl' in methods; refit with methods including 'ikl'")
-        return model.Wy, model.G
+        return factors["Wy"], factors["G"]
     if method == "sm":
-        return model.Wy, model.Wxy
-    return model.Wy, model.Wy
+        return factors["Wy"], factors["Wxy"]
+    return factors["Wy"], factors["Wy"]
 
 
 def _cubic(model: TGPModel, method: str):
@@ -294,7 +327,7 @@ def _optimize(model: TGPModel, method: str, Y0: np.ndarray, point_data, held, sp
             opts = Options(max_iter, xtol[s:e], ftol, max_step[s:e], optimizer == "bfgs", config.DEFAULT_WINDOW,
                            numba.get_num_threads(), hessian)
             Yb, fb, itb, evb, cvb, hits, ey, exy = minimize_batch(
-                objective, obj.Points(F, eta_x), Y0[s:e], opts, run.stop, cubic, hb, tile_plan(model.n_train),
+                objective, obj.Points(F, eta_x), Y0[s:e], opts, run.stop, cubic, hb, products_plan(model),
             )
             out["y"][s:e], out["f"][s:e], out["it"][s:e], out["ev"][s:e] = Yb, fb, itb, evb
             out["cv"][s:e], out["h"][s:e], out["ex"][s:e] = cvb & ~ex, hits, ex
@@ -322,7 +355,7 @@ def evaluate(model: TGPModel, method: str, F, eta_x, Yb, val, grad, *, beta: flo
     """
     m = Yb.shape[0]
     eta_y, eta_xy = np.empty(m), np.empty(m)
-    plan = tile_plan(model.n_train)
+    plan = products_plan(model)
     obj.evaluate_rows(
         _objective(model, method, model.params.beta if beta is None else beta), obj.Points(F, eta_x),
         np.arange(m), np.ascontiguousarray(Yb), obj.Evaluations(val, grad, eta_y, eta_xy, np.zeros(m, dtype=np.int64)),

@@ -1,0 +1,133 @@
+"""Products of single rows with a lower-triangular factor, by vectorisable row loops.
+
+A small model (``N <= config.ROW_PRODUCTS_MAX_N``) is asked for products of one or two rows at a
+time: a KNN-local model predicts one test point, a region model a handful.  One DTRMM call per
+row then costs its setup and the packing of the whole factor (measured at ``N = 200``, one row:
+DTRMM 14.6 µs forward, 11.6 µs backward; these loops 8.7 and 6.3 µs — ``benchmarks/tri_rows.py``).
+Here every row is computed by the same loop, whatever the batch, the thread count or the CPU:
+deterministic by construction, with no BLAS involved.
+
+Both directions are ``axpy`` sweeps over contiguous rows (vectorised by LLVM without
+reassociation: no reductions), for which the factor ``W`` travels in *symmetric storage*
+``S`` (:func:`symmetric_storage`): its lower triangle is ``W``, its strict upper triangle
+``W^T``, so that row ``i`` of ``W`` is ``S[i, :i+1]`` and column ``j`` of ``W`` below the
+diagonal is ``S[j, j:]``.  Every kernel that reads only a factor's lower triangle (DTRMM,
+:func:`~fastsm._kernels.objectives.project_out`) reads ``S`` as ``W``.
+
+* backward, ``y = W^T x``: ``y[:i+1] += x[i] * W[i, :i+1]`` for ``i = 0, 1, ...``;
+* forward, ``y = W x``: ``y[j:] += x[j] * W[j:, j]`` for ``j = 0, 1, ...``.
+
+Each entry of ``y`` is a sum in increasing order of the other index, one multiply and one add
+per term (no fused multiply-add: ``config.FASTMATH_FLAGS``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fastsm.config import kernel
+
+
+@kernel()
+def symmetric_storage(W):
+    """``S`` with ``S``'s lower triangle that of ``W`` and its strict upper triangle ``W^T``'s
+    (``W`` lower triangular, C-contiguous; its upper triangle is not read)."""
+    n = W.shape[0]
+    S = np.empty((n, n))
+    for i in range(n):
+        for j in range(i + 1):
+            S[i, j] = W[i, j]
+            S[j, i] = W[i, j]
+    return S
+
+
+@kernel()
+def row_backward(x, S, y):
+    """``y = W^T x`` with ``W`` the lower triangle of ``S`` (rows of ``W`` swept in order)."""
+    n = S.shape[0]
+    for j in range(n):
+        y[j] = 0.0
+    for i in range(n):
+        xi = x[i]
+        Si = S[i]
+        for j in range(i + 1):
+            y[j] += xi * Si[j]
+
+
+@kernel()
+def row_forward(x, S, y):
+    """``y = W x`` with ``W`` the lower triangle of ``S``, its columns read from ``S``'s upper triangle."""
+    n = S.shape[0]
+    for j in range(n):
+        y[j] = 0.0
+    for j in range(n):
+        xj = x[j]
+        Sj = S[j, j:]  # W[j:, j]; slices keep the indices non-negative, so the loop vectorises
+        yj = y[j:]
+        for i in range(n - j):
+            yj[i] += xj * Sj[i]
+
+
+@kernel()
+def _backward4(X, r, S, P):
+    """:func:`row_backward` of rows ``r .. r+3`` in one sweep over ``S`` (the same operations per row)."""
+    n = S.shape[0]
+    x0, x1, x2, x3 = X[r], X[r + 1], X[r + 2], X[r + 3]
+    y0, y1, y2, y3 = P[r], P[r + 1], P[r + 2], P[r + 3]
+    for j in range(n):
+        y0[j] = 0.0
+        y1[j] = 0.0
+        y2[j] = 0.0
+        y3[j] = 0.0
+    for i in range(n):
+        a0, a1, a2, a3 = x0[i], x1[i], x2[i], x3[i]
+        Si = S[i]
+        for j in range(i + 1):
+            w = Si[j]
+            y0[j] += a0 * w
+            y1[j] += a1 * w
+            y2[j] += a2 * w
+            y3[j] += a3 * w
+
+
+@kernel()
+def _forward4(X, r, S, P):
+    """:func:`row_forward` of rows ``r .. r+3`` in one sweep over ``S`` (the same operations per row)."""
+    n = S.shape[0]
+    y0, y1, y2, y3 = P[r], P[r + 1], P[r + 2], P[r + 3]
+    for j in range(n):
+        y0[j] = 0.0
+        y1[j] = 0.0
+        y2[j] = 0.0
+        y3[j] = 0.0
+    for j in range(n):
+        a0, a1, a2, a3 = X[r, j], X[r + 1, j], X[r + 2, j], X[r + 3, j]
+        Sj = S[j, j:]
+        z0, z1, z2, z3 = y0[j:], y1[j:], y2[j:], y3[j:]
+        for i in range(n - j):
+            w = Sj[i]
+            z0[i] += a0 * w
+            z1[i] += a1 * w
+            z2[i] += a2 * w
+            z3[i] += a3 * w
+
+
+@kernel()
+def rows_product(X, r0, h, S, fwd, P):
+    """``P[r] = W X[r]`` (``fwd``) or ``W^T X[r]`` for ``r`` in ``r0 .. r0+h-1``, ``W`` the lower
+    triangle of ``S`` (symmetric storage): four rows per sweep over ``S``, the rest one by one.
+    Every row gets the same operations either way, so the result of a row does not depend on
+    ``r0``, ``h`` or the other rows."""
+    r = r0
+    while r + 4 <= r0 + h:
+        if fwd:
+            _forward4(X, r, S, P)
+        else:
+            _backward4(X, r, S, P)
+        r += 4
+    while r < r0 + h:
+        if fwd:
+            row_forward(X[r], S, P[r])
+        else:
+            row_backward(X[r], S, P[r])
+        r += 1
