@@ -72,8 +72,9 @@ DEFAULT_BATCH_SIZE: int = 1024
 
 #: KNN-local and region models (one or a few test points each) of at most this many training
 #: points multiply by their triangular factors with row loops (:mod:`fastsm._kernels.tri_rows`):
-#: for one or two rows 2-3x faster than a DTRMM call, for batches of 16 or more 1.5-3.5x slower
-#: than DTRMM tiles (``benchmarks/tri_rows.py``), which global and ``share="cluster"`` models keep.
+#: one row 2.0-3.4x and two rows 1.2-2.2x faster than DTRMM calls (N = 100-1000), 16 rows or more
+#: up to 5x slower than DTRMM tiles (``benchmarks/tri_rows.py``), which global and
+#: ``share="cluster"`` models keep.
 ROW_PRODUCTS_MAX_N: int = 1024
 
 #: Factors of at most this order are inverted by :func:`fastsm._kernels.triangular.tri_inverse`
