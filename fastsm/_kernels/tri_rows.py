@@ -74,11 +74,7 @@ def _backward4(X, r, S, P):
     n = S.shape[0]
     x0, x1, x2, x3 = X[r], X[r + 1], X[r + 2], X[r + 3]
     y0, y1, y2, y3 = P[r], P[r + 1], P[r + 2], P[r + 3]
-    for j in range(n):
-        y0[j] = 0.0
-        y1[j] = 0.0
-        y2[j] = 0.0
-        y3[j] = 0.0
+    P[r:r + 4] = 0.0
     for i in range(n):
         a0, a1, a2, a3 = x0[i], x1[i], x2[i], x3[i]
         Si = S[i]
@@ -95,11 +91,7 @@ def _forward4(X, r, S, P):
     """:func:`row_forward` of rows ``r .. r+3`` in one sweep over ``S`` (the same operations per row)."""
     n = S.shape[0]
     y0, y1, y2, y3 = P[r], P[r + 1], P[r + 2], P[r + 3]
-    for j in range(n):
-        y0[j] = 0.0
-        y1[j] = 0.0
-        y2[j] = 0.0
-        y3[j] = 0.0
+    P[r:r + 4] = 0.0
     for j in range(n):
         a0, a1, a2, a3 = X[r, j], X[r + 1, j], X[r + 2, j], X[r + 3, j]
         Sj = S[j, j:]
