@@ -131,6 +131,8 @@ def choose(probe: Probe) -> tuple[tuple[int, ...], int]:
 
 #: The plan of the row loops (:mod:`fastsm._kernels.tri_rows`): no BLAS call, nothing to check.
 ROW_PLAN = TilePlan(np.ones(1, dtype=np.int64), 1, 0, True)
+#: The row loops' substitutions with Cholesky factors (models in Cholesky form).
+ROW_SOLVE_PLAN = TilePlan(np.ones(1, dtype=np.int64), 1, 0, True, True)
 
 
 @functools.cache

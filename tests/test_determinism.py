@@ -16,8 +16,9 @@ import pytest
 
 from fastsm import config, datasets, tgp
 from fastsm._kernels.gemm import TilePlan, padded_rows
-from fastsm._products import ROW_PLAN, Probe, choose, tile_plan, tri
+from fastsm._products import ROW_PLAN, ROW_SOLVE_PLAN, Probe, choose, tile_plan, tri
 from fastsm._threads import thread_limits
+from fastsm.tgp.local import local_model
 from fastsm.tgp.prediction import products_plan, use_row_products
 
 pytestmark = pytest.mark.determinism
@@ -25,28 +26,42 @@ pytestmark = pytest.mark.determinism
 PARAMS = tgp.TGPParams(gamma_x=0.3, gamma_y=0.5, lambda_x=1e-3, lambda_y=1e-3, alpha=0.7, beta=1.5)
 
 
-@pytest.fixture(scope="module", params=["tiles", "rows"])
+@pytest.fixture(scope="module", params=["tiles", "rows", "cholesky"])
 def problem(request):
-    """N = 450 by both kinds of products: DTRMM tiles (two column panels; the rounds use several tile
-    heights) and the row loops of local models (no BLAS)."""
+    """N = 450 by every kind of products: DTRMM tiles (two column panels; the rounds use several tile
+    heights), the row loops of local models (no BLAS), and the substitutions of a model in Cholesky
+    form (KNN-local and region models; KLTGP and SMTGP only)."""
     X, Xt, Y, _ = datasets.random_structured(3, n_train=450, n_test=90, dx=4, dy=3)
     model = tgp.fit(X, Y, PARAMS)
     if request.param == "rows":
         use_row_products(model)
-    assert products_plan(model).rows == (request.param == "rows")
+    if request.param == "cholesky":
+        model = local_model(model.X, model.Y, model.params, ("kl", "sm"))
+        assert model.factor_form == "cholesky" and products_plan(model).solve
+    assert products_plan(model).rows == (request.param != "tiles")
     return model, Xt
 
 
-@pytest.mark.parametrize("kind", ["rows", "tiles"])
+def _methods(model):
+    return [m for m in ("kl", "ikl", "sm") if m in model.methods]
+
+
+@pytest.mark.parametrize("kind", ["rows", "tiles", "solve"])
 @pytest.mark.parametrize("n", [7, 64, 100, 300, 450, 1000])
 def test_product_rows_do_not_depend_on_the_other_rows(n, kind):
     """The construction itself: ``tri`` of a row alone, in a batch, shifted, or with other rows around,
-    by the row loops and by DTRMM tiles of the checked menu."""
+    by the row loops, by DTRMM tiles of the checked menu, and by the row loops' substitutions with a
+    Cholesky factor (against SciPy's ``solve_triangular``)."""
     rng = np.random.default_rng(n)
     A = rng.standard_normal((301, n))
     M = np.tril(rng.standard_normal((n, n)))
+    if kind == "solve":
+        B = rng.standard_normal((n, n))
+        M = np.linalg.cholesky(B @ B.T / n + np.eye(n))  # condition number ~5 (a random triangle's is ~2^n)
     if kind == "rows":
         plan = ROW_PLAN
+    elif kind == "solve":
+        plan = ROW_SOLVE_PLAN
     else:
         with thread_limits(2):
             heights, unit = choose(Probe(n))
@@ -60,8 +75,14 @@ def test_product_rows_do_not_depend_on_the_other_rows(n, kind):
             np.testing.assert_array_equal(tri(A[perm], M, forward, plan), full[perm])
         with thread_limits(1):
             np.testing.assert_array_equal(tri(A, M, forward, plan), full)
-        # and it is the product (rounding only)
-        np.testing.assert_allclose(full, A @ dense, rtol=1e-10, atol=1e-10 * np.abs(A @ dense).max())
+        # and it is the product, or the solve (rounding only)
+        if kind == "solve":
+            from scipy.linalg import solve_triangular
+
+            ref = solve_triangular(M if forward else M.T, A.T, lower=forward).T
+        else:
+            ref = A @ dense
+        np.testing.assert_allclose(full, ref, rtol=1e-10, atol=1e-10 * np.abs(ref).max())
 
 
 @pytest.mark.parametrize("n", [100, 300, 1000])
@@ -85,7 +106,7 @@ def test_tile_plan_is_a_checked_menu(n):
 def test_threads_batch_size_order_split_and_window(problem, monkeypatch):
     model, X = problem
     perm = np.random.default_rng(0).permutation(len(X))
-    for method in ("kl", "ikl", "sm"):
+    for method in _methods(model):
         ref = tgp.predict(model, X, method=method)
         one = tgp.predict(model, X, method=method, threads=1)
         small = tgp.predict(model, X, method=method, batch_size=37)
@@ -105,13 +126,19 @@ def test_threads_batch_size_order_split_and_window(problem, monkeypatch):
 def test_fit_objective_and_certainty_do_not_depend_on_threads(problem):
     model, X = problem
     X_all, Y_all = model.X, model.Y
-    m1 = tgp.fit(X_all, Y_all, PARAMS, threads=1)
-    m2 = tgp.fit(X_all, Y_all, PARAMS, threads=2)
+    if model.factor_form == "cholesky":  # built on one thread whatever the caller's limits
+        with thread_limits(1):
+            m1 = local_model(X_all, Y_all, model.params, model.methods)
+        with thread_limits(2):
+            m2 = local_model(X_all, Y_all, model.params, model.methods)
+    else:
+        m1 = tgp.fit(X_all, Y_all, PARAMS, threads=1)
+        m2 = tgp.fit(X_all, Y_all, PARAMS, threads=2)
     for k in ("Wx", "Wy", "Wxy", "G", "ridge_coef"):
         np.testing.assert_array_equal(getattr(m1, k), getattr(m2, k))
         np.testing.assert_array_equal(getattr(m1, k), getattr(model, k))
     Y = tgp.predict(model, X, method="kl").y
-    for method in ("kl", "ikl", "sm"):
+    for method in _methods(model):
         a = tgp.objective(model, X, Y, method=method, return_gradient=True, threads=1)
         b = tgp.objective(model, X, Y, method=method, return_gradient=True, batch_size=13)
         np.testing.assert_array_equal(a[0], b[0])
@@ -121,6 +148,10 @@ def test_fit_objective_and_certainty_do_not_depend_on_threads(problem):
 
 def test_leave_one_out_does_not_depend_on_batch_size_or_threads(problem):
     model, _ = problem
+    if model.factor_form == "cholesky":
+        with pytest.raises(ValueError, match="loo_predict needs a model from fastsm.tgp.fit"):
+            tgp.loo_predict(model, method="sm")
+        return
     a = tgp.loo_predict(model, method="sm", threads=1)
     b = tgp.loo_predict(model, method="sm", batch_size=29)
     np.testing.assert_array_equal(a.y, b.y)

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from fastsm import datasets, tgp
+from fastsm.tgp.local import _METHODS, local_model
 from fastsm.tgp.prediction import use_row_products
 
 PARAMS = tgp.TGPParams(gamma_x=0.5, gamma_y=2.0, lambda_x=1e-2, lambda_y=1e-2, alpha=0.6, beta=1.5)
@@ -21,13 +22,15 @@ def test_k_equal_n_is_the_global_model(data, method):
     glob = tgp.fit(X, Y, PARAMS)
     g = tgp.predict(glob, Xt, method=method)
     loc = tgp.predict(tgp.fit_local(X, Y, PARAMS, n_neighbors=len(X)), Xt, method=method)
-    # the same factorisation; the local model multiplies by row loops, the global one by DTRMM tiles:
-    # measured 1.8e-13 apart (y) and 6e-12 (objective, relative); a converged point is fixed to tol
+    # the same factorisation; the local model multiplies by row loops (KLTGP, SMTGP: substitutions with
+    # L), the global one by DTRMM tiles with W = L^-1: measured 1.6e-13 apart (y) and 1e-13 (objective,
+    # relative); a converged point is fixed to tol
     np.testing.assert_allclose(loc.y, g.y, rtol=0, atol=1e-9)
     np.testing.assert_allclose(loc.objective, g.objective, rtol=1e-9)
     np.testing.assert_allclose(loc.log_certainty, g.log_certainty, rtol=1e-9)
-    use_row_products(glob)  # the global model multiplying as the local one: bitwise the same
-    same = tgp.predict(glob, Xt, method=method)
+    # the global model built and multiplying as the local one (for KLTGP and SMTGP in Cholesky form,
+    # its products substitutions): bitwise the same
+    same = tgp.predict(local_model(glob.X, glob.Y, glob.params, _METHODS[method]), Xt, method=method)
     for name in ("y", "objective", "log_certainty", "n_eval"):
         np.testing.assert_array_equal(getattr(loc, name), getattr(same, name), err_msg=name)
 
@@ -37,12 +40,12 @@ def test_local_model_equals_a_fit_on_the_neighbours(data):
     from scipy.spatial import cKDTree
 
     X, Xt, Y, _ = data
-    loc = tgp.predict(tgp.fit_local(X, Y, PARAMS, n_neighbors=40, share="none"), Xt[:6], method="sm")
+    model = tgp.fit_local(X, Y, PARAMS, n_neighbors=40, share="none")
+    loc = tgp.predict(model, Xt[:6], method="sm")
     _, idx = cKDTree(X).query(Xt[:6], k=40)
     for i in range(6):
         nb = np.sort(idx[i])
-        alone = tgp.fit(X[nb], Y[nb], PARAMS)
-        use_row_products(alone)  # as local models multiply (a global model's default: DTRMM tiles)
+        alone = local_model(X[nb], Y[nb], model.params, ("kl", "sm"))  # a fit as local models fit
         ref = tgp.predict(alone, Xt[i:i + 1], method="sm")
         np.testing.assert_array_equal(loc.y[i], ref.y[0])
 

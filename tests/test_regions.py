@@ -13,7 +13,7 @@ from scipy.spatial import cKDTree
 
 from fastsm import datasets, tgp
 from fastsm.tgp import regions
-from fastsm.tgp.prediction import use_row_products
+from fastsm.tgp.local import local_model
 
 PARAMS = tgp.TGPParams(gamma_x=0.5, gamma_y=4.0, lambda_x=1e-3, lambda_y=1e-3)
 
@@ -64,8 +64,7 @@ def test_a_region_model_is_a_fit_on_its_centroids_neighbours(data, fitted):
     for i in range(5):
         nb = np.sort(idx[i])
         np.testing.assert_array_equal(model.members[lab[i]], nb)
-        alone = tgp.fit(X[nb], Y[nb], PARAMS, methods=("kl", "sm"))
-        use_row_products(alone)  # as region models multiply (a global model's default: DTRMM tiles)
+        alone = local_model(X[nb], Y[nb], model.params, ("kl", "sm"))  # a fit as region models fit
         one = tgp.predict(alone, Xt[i:i + 1], method="sm")
         np.testing.assert_array_equal(one.y[0], ref.y[i])
 
@@ -118,8 +117,7 @@ def test_regions_with_the_same_members_share_one_model(data):
     assert full.n_regions == 8 and full.n_models == 1 and (full.model_of == 0).all()
     got = tgp.predict(full, Xt, method="sm")
     assert full.n_factorized == 1
-    alone = tgp.fit(X, Y, PARAMS, methods=("kl", "sm"))
-    use_row_products(alone)  # as region models multiply
+    alone = local_model(full.X, full.Y, full.params, ("kl", "sm"))  # a fit as region models fit
     np.testing.assert_array_equal(got.y, tgp.predict(alone, Xt).y)
     assert full.factorize_regions("kl") == 0
     model_of, first = regions.shared_models(np.array([[1, 2], [0, 3], [1, 2], [0, 3], [4, 5]]))

@@ -19,6 +19,13 @@ diagonal is ``S[j, j:]``.  Every kernel that reads only a factor's lower triangl
 
 Each entry of ``y`` is a sum in increasing order of the other index, one multiply and one add
 per term (no fused multiply-add: ``config.FASTMATH_FLAGS``).
+
+The same sweeps solve with a Cholesky factor ``L`` held in symmetric storage
+(:func:`rows_solve`; models in Cholesky form, :func:`fastsm.tgp.fitting.factorize_cholesky`):
+``y = L^-1 x`` by forward substitution, each solved entry then taken out of the entries below it
+along ``L``'s column (``S[j, j+1:]``), and ``y = L^-T x`` by backward substitution along ``L``'s
+rows (``S[i, :i]``) — the products with ``W = L^-1`` without forming ``W``, for the same flops
+(docs/accuracy.md: a substitution is backward stable).
 """
 
 from __future__ import annotations
@@ -122,4 +129,98 @@ def rows_product(X, r0, h, S, fwd, P):
             row_forward(X[r], S, P[r])
         else:
             row_backward(X[r], S, P[r])
+        r += 1
+
+
+@kernel()
+def row_solve_forward(x, S, y):
+    """``y = L^-1 x`` with ``L`` the lower triangle of ``S`` (forward substitution, column sweeps)."""
+    n = S.shape[0]
+    for i in range(n):
+        y[i] = x[i]
+    for j in range(n):
+        yj = y[j] / S[j, j]
+        y[j] = yj
+        col = S[j, j + 1:]  # L[j+1:, j]
+        tail = y[j + 1:]
+        for i in range(n - j - 1):
+            tail[i] -= yj * col[i]
+
+
+@kernel()
+def row_solve_backward(x, S, y):
+    """``y = L^-T x`` with ``L`` the lower triangle of ``S`` (backward substitution, row sweeps)."""
+    n = S.shape[0]
+    for i in range(n):
+        y[i] = x[i]
+    for i in range(n - 1, -1, -1):
+        yi = y[i] / S[i, i]
+        y[i] = yi
+        row = S[i, :i]  # L[i, :i]
+        for j in range(i):
+            y[j] -= yi * row[j]
+
+
+@kernel()
+def _solve_forward4(X, r, S, P):
+    """:func:`row_solve_forward` of rows ``r .. r+3`` in one sweep over ``S`` (the same operations per row)."""
+    n = S.shape[0]
+    y0, y1, y2, y3 = P[r], P[r + 1], P[r + 2], P[r + 3]
+    P[r:r + 4] = X[r:r + 4]
+    for j in range(n):
+        d = S[j, j]
+        a0 = y0[j] / d
+        a1 = y1[j] / d
+        a2 = y2[j] / d
+        a3 = y3[j] / d
+        y0[j], y1[j], y2[j], y3[j] = a0, a1, a2, a3
+        col = S[j, j + 1:]
+        z0, z1, z2, z3 = y0[j + 1:], y1[j + 1:], y2[j + 1:], y3[j + 1:]
+        for i in range(n - j - 1):
+            w = col[i]
+            z0[i] -= a0 * w
+            z1[i] -= a1 * w
+            z2[i] -= a2 * w
+            z3[i] -= a3 * w
+
+
+@kernel()
+def _solve_backward4(X, r, S, P):
+    """:func:`row_solve_backward` of rows ``r .. r+3`` in one sweep over ``S`` (the same operations per row)."""
+    n = S.shape[0]
+    y0, y1, y2, y3 = P[r], P[r + 1], P[r + 2], P[r + 3]
+    P[r:r + 4] = X[r:r + 4]
+    for i in range(n - 1, -1, -1):
+        d = S[i, i]
+        a0 = y0[i] / d
+        a1 = y1[i] / d
+        a2 = y2[i] / d
+        a3 = y3[i] / d
+        y0[i], y1[i], y2[i], y3[i] = a0, a1, a2, a3
+        row = S[i, :i]
+        for j in range(i):
+            w = row[j]
+            y0[j] -= a0 * w
+            y1[j] -= a1 * w
+            y2[j] -= a2 * w
+            y3[j] -= a3 * w
+
+
+@kernel()
+def rows_solve(X, r0, h, S, fwd, P):
+    """``P[r] = L^-1 X[r]`` (``fwd``) or ``L^-T X[r]`` for ``r`` in ``r0 .. r0+h-1``, ``L`` the lower
+    triangle of ``S`` (symmetric storage): four rows per sweep, the rest one by one, every row by
+    the same operations (as :func:`rows_product`)."""
+    r = r0
+    while r + 4 <= r0 + h:
+        if fwd:
+            _solve_forward4(X, r, S, P)
+        else:
+            _solve_backward4(X, r, S, P)
+        r += 4
+    while r < r0 + h:
+        if fwd:
+            row_solve_forward(X[r], S, P[r])
+        else:
+            row_solve_backward(X[r], S, P[r])
         r += 1

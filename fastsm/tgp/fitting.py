@@ -5,6 +5,10 @@ triangular), so that every Schur complement is a sum of squares, ``eta = k(z,z) 
 and ``K^-1 k = W^T (W k)`` (docs/accuracy.md).  IKLTGP's ``u^T K_X u`` with ``u = K_Y^-1 k`` is
 ``||G^T W_Y k||^2`` with ``G = W_Y L_X``, lower triangular too.
 
+Small models that predict one or a few points (KNN-local and region models) are kept in
+*Cholesky form* instead (:func:`factorize_cholesky`): the factors ``L`` themselves, whose
+products with ``W = L^-1`` are substitutions, so no inverse is formed at all.
+
 Determinism: LAPACK's multi-threaded Cholesky changes its blocking with the
 thread count (measured: inverses differed by ~1e-7 between 1 and 2 OpenBLAS
 threads at lambda = 1e-4, SMTGP predictions then by 1.6e-3).  The
@@ -18,6 +22,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.linalg.blas import dtrmm
 
+from fastsm import config
+from fastsm._kernels.cholesky import twin_factors
 from fastsm._kernels.rbf import rbf_gram
 from fastsm._lapack import potrf_trtri
 from fastsm._threads import resolve_threads, thread_limits, worker_pool
@@ -231,4 +237,55 @@ def factorize(X: np.ndarray, Y: np.ndarray, params, methods: tuple[str, ...], th
         "Wx": fx[1], "Wy": fy[1], "Wxy": fxy[1], "G": G,
         "logdet_x": fx[2], "logdet_y": fy[2], "logdet_xy": fxy[2],
         "y_spread": spread, "ridge_coef": coef,
+    }
+
+
+#: The smallest Cholesky pivot a model in Cholesky form accepts: ``K^-1`` has an entry of
+#: ``1 / L_nn^2``, past float64's range below it (the inverse form's "W not finite").
+MIN_PIVOT: float = float(np.sqrt(np.finfo(np.float64).tiny))
+
+
+def cholesky_form(n: int, methods: tuple[str, ...]) -> bool:
+    """Whether a small model of ``n`` points for ``methods`` is kept in Cholesky form
+    (:func:`factorize_cholesky`): up to ``config.ROW_PRODUCTS_MAX_N`` points (its products run
+    by row loops) and without IKLTGP (whose ``G = W_Y L_X`` is a product of both forms)."""
+    return n <= config.ROW_PRODUCTS_MAX_N and "ikl" not in methods
+
+
+def factorize_cholesky(X: np.ndarray, Y: np.ndarray, params, sample_weight: np.ndarray | None = None) -> dict:
+    """:func:`factorize` for a small model in Cholesky form (KLTGP and SMTGP; :func:`cholesky_form`).
+
+    ``Wx``, ``Wy``, ``Wxy`` hold the Cholesky factors ``L`` of ``K_X``, ``K_Y``, ``K_XY`` in
+    symmetric storage (lower triangle ``L``, upper ``L^T``; ``factor_form = "cholesky"``), by
+    one GIL-free kernel (:func:`fastsm._kernels.cholesky.twin_factors`) on one BLAS thread: the
+    factors are bitwise those of :func:`factorize`'s ``dpotrf``.  Every product with ``W = L^-1``
+    is then a substitution with ``L`` (:func:`fastsm._kernels.tri_rows.rows_solve`).
+
+    Raises
+    ------
+    ValueError
+        As :func:`factorize`: a matrix not positive definite, or numerically singular (a pivot
+        below :data:`MIN_PIVOT`).
+    """
+    p = params
+    n = X.shape[0]
+    S = np.empty((3, n, n))
+    logdet = np.empty(3)
+    info = np.zeros(3, dtype=np.int64)
+    weighted = sample_weight is not None
+    w = sample_weight if weighted else np.ones(1)
+    with thread_limits(1):
+        twin_factors(X, Y, p.gamma_x, p.gamma_y, p.lambda_x, p.lambda_y, p.alpha, w, weighted, S, logdet, info)
+        coef = ridge(X, Y, sample_weight)
+    for k, (name, lam_name) in enumerate((("K_X", "lambda_x"), ("K_Y", "lambda_y"),
+                                          ("K_XY", "lambda_x or lambda_y"))):
+        if info[k] != 0:
+            raise ValueError(f"{name} is not positive definite (Cholesky failed at column {info[k]}); "
+                             f"duplicate or near-duplicate training points need {lam_name} > 0")
+        if not (np.isfinite(logdet[k]) and np.diagonal(S[k]).min() >= MIN_PIVOT):
+            raise ValueError(f"{name} is numerically singular; increase {lam_name}")
+    return {
+        "Wx": S[0], "Wy": S[1], "Wxy": S[2], "G": None,
+        "logdet_x": float(logdet[0]), "logdet_y": float(logdet[1]), "logdet_xy": float(logdet[2]),
+        "y_spread": output_spread(Y), "ridge_coef": coef, "factor_form": "cholesky",
     }

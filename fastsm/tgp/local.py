@@ -54,7 +54,7 @@ from fastsm._progress import Progress
 from fastsm._threads import resolve_threads, thread_limits, worker_pool
 from fastsm._validation import as_2d, check_choice, check_int
 from fastsm.tgp import regions as _regions
-from fastsm.tgp.fitting import check_training, factorize
+from fastsm.tgp.fitting import check_training, cholesky_form, factorize, factorize_cholesky
 from fastsm.tgp.model import Prediction, TGPModel, TGPParams
 from fastsm.tgp.prediction import _check_inputs, _warn_extrapolated, predict_global, quiet, use_row_products
 
@@ -210,12 +210,31 @@ class LocalTGPModel:
 _METHODS = {"sm": ("kl", "sm"), "kl": ("kl",), "ikl": ("ikl",)}
 
 
+def local_model(X: np.ndarray, Y: np.ndarray, params: TGPParams, methods: tuple[str, ...], *,
+                sample_weight: np.ndarray | None = None, rows: bool = True) -> TGPModel:
+    """The twin GP a local prediction builds for its training points ``X``, ``Y`` (checked, float64
+    C-contiguous; ``params`` resolved), single-threaded (groups run side by side).
+
+    With ``rows`` (one or a few points per model: ``share`` other than ``"cluster"``) a model of
+    at most ``config.ROW_PRODUCTS_MAX_N`` points multiplies by row loops, and for KLTGP and SMTGP
+    it is kept in Cholesky form (:func:`fastsm.tgp.fitting.factorize_cholesky`: no inverse
+    formed, substitutions instead of products).
+    """
+    if rows and cholesky_form(X.shape[0], methods):
+        parts = factorize_cholesky(X, Y, params, sample_weight)
+    else:
+        parts = factorize(X, Y, params, methods, threads=1, sample_weight=sample_weight)
+    model = TGPModel._from_parts(X, Y, params, methods, parts, sample_weight, copy=False)
+    if rows:
+        use_row_products(model)
+    return model
+
+
 def _fit_members(model: LocalTGPModel, members: np.ndarray, methods: tuple[str, ...]) -> TGPModel:
-    """The twin GP of the training points ``members`` (single-threaded: groups run side by side)."""
+    """The twin GP of the training points ``members`` (:func:`local_model`)."""
     w = None if model.sample_weight is None else model.sample_weight[members]
-    Xn, Yn = model.X[members], model.Y[members]
-    return TGPModel._from_parts(Xn, Yn, model.params, methods,
-                                factorize(Xn, Yn, model.params, methods, threads=1, sample_weight=w), w, copy=False)
+    return local_model(model.X[members], model.Y[members], model.params, methods, sample_weight=w,
+                       rows=model.share != "cluster")
 
 
 def _shared_model(model: LocalTGPModel, key: int, methods: tuple[str, ...]) -> TGPModel:
@@ -379,7 +398,7 @@ def predict_local(model: LocalTGPModel, X, *, method: str, init, max_iter: int, 
             sub = _shared_model(model, members, methods)
         else:
             sub = _fit_members(model, members, methods)
-        if model.share != "cluster":  # one or a few points per model: row loops (a cluster's are ~group_size)
+        if model.share != "cluster":  # a region model from the cache: the flag is not packed
             use_row_products(sub)
         with quiet():  # counted and reported once below
             p = predict_global(sub, X[rows], method=method, init=init if Y0 is None else Y0[rows],

@@ -35,6 +35,7 @@ from fastsm.tgp.prediction import (
     _point_data,
     _warn_extrapolated,
     kl_start_iterations,
+    require_inverse_form,
     start,
     supported_start,
 )
@@ -175,6 +176,7 @@ def loo_predict(
     True
     """
     model = _check_model(model)
+    require_inverse_form(model, "loo_predict")
     check_choice("method", method, ("sm", "kl", "ikl"))
     max_iter, tol, trust_radius, batch_size = _check_options(method, optimizer, max_iter, tol, trust_radius,
                                                              batch_size)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.linalg import solve_triangular
 
 from fastsm.tgp.fitting import check_training, factorize
 from fastsm.tgp.params import TGPParams
@@ -47,6 +48,12 @@ class TGPModel:
         ``K_Y`` and ``K_XY = (1-a) K_X + a K_Y``: ``K^-1 = W^T W``.  Every evaluation uses
         them (``eta = k(z,z) - ||W k||^2``, docs/accuracy.md); the explicit inverses are
         the properties ``Kx_inv``, ``Ky_inv``, ``Kxy_inv`` (formed on access, O(N^3)).
+    factor_form : {"inverse", "cholesky"}
+        ``"inverse"`` (every model :func:`fastsm.tgp.fit` returns): ``Wx``, ``Wy``, ``Wxy`` as
+        above.  ``"cholesky"`` (KNN-local and region models, built inside a local prediction,
+        :func:`fastsm.tgp.fitting.factorize_cholesky`): they hold the Cholesky factors ``L``
+        themselves, in symmetric storage (lower triangle ``L``, upper ``L^T``), and every product
+        with ``W`` is a substitution with ``L``.
     G : ndarray or None
         ``W_Y L_X`` (lower triangular, IKLTGP: ``C = K_Y^-1 K_X K_Y^-1 = W_Y^T G G^T W_Y``, the
         property ``C``), ``None`` if ``"ikl"`` was not requested at fit.
@@ -74,6 +81,7 @@ class TGPModel:
     logdet_xy: float = field(init=False)
     y_spread: float = field(init=False)
     ridge_coef: np.ndarray = field(init=False)
+    factor_form: str = field(init=False, default="inverse")
 
     def __post_init__(self) -> None:
         X, Y, methods, w, params = check_training(self.X, self.Y, self.params, self.methods, self.sample_weight)
@@ -109,20 +117,31 @@ class TGPModel:
         state.pop("_row_products", None)
         return state
 
+    def inverse_factor(self, name: str) -> np.ndarray:
+        """``W = L^-1`` of factor ``name`` (``"Wx"``, ``"Wy"`` or ``"Wxy"``), lower triangular: the
+        field itself, or for a model in Cholesky form formed on access (O(N^3))."""
+        M = getattr(self, name)
+        if self.factor_form == "inverse":
+            return M
+        return solve_triangular(np.tril(M), np.eye(M.shape[0]), lower=True)
+
     @property
     def Kx_inv(self) -> np.ndarray:
         """``K_X^-1 = W_X^T W_X`` (formed on access, O(N^3); the model itself never uses it)."""
-        return self.Wx.T @ self.Wx
+        W = self.inverse_factor("Wx")
+        return W.T @ W
 
     @property
     def Ky_inv(self) -> np.ndarray:
         """``K_Y^-1 = W_Y^T W_Y`` (formed on access, O(N^3))."""
-        return self.Wy.T @ self.Wy
+        W = self.inverse_factor("Wy")
+        return W.T @ W
 
     @property
     def Kxy_inv(self) -> np.ndarray:
         """``K_XY^-1 = W_XY^T W_XY`` (formed on access, O(N^3))."""
-        return self.Wxy.T @ self.Wxy
+        W = self.inverse_factor("Wxy")
+        return W.T @ W
 
     @property
     def C(self) -> np.ndarray | None:

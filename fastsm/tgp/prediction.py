@@ -22,7 +22,7 @@ from fastsm._kernels.gemm import TilePlan
 from fastsm._kernels.optimize import Options, minimize_batch
 from fastsm._kernels.rank_one import sumsq_rows
 from fastsm._kernels.rbf import rbf_cross
-from fastsm._products import ROW_PLAN, product_factor, tile_plan, tri
+from fastsm._products import ROW_PLAN, ROW_SOLVE_PLAN, product_factor, tile_plan, tri
 from fastsm._progress import Progress
 from fastsm._threads import Compute, run_interruptible, thread_limits
 from fastsm._validation import as_2d, check_choice, check_int, check_scalar
@@ -48,6 +48,13 @@ def _check_model(model) -> TGPModel:
     return model
 
 
+def require_inverse_form(model: TGPModel, what: str) -> None:
+    """``what`` (leave-one-out, updates) works on the inverse factors of models from :func:`fastsm.tgp.fit`."""
+    if model.factor_form != "inverse":
+        raise ValueError(f"{what} needs a model from fastsm.tgp.fit (inverse factors); this model is in "
+                         f"{model.factor_form} form (a local model's)")
+
+
 def _check_inputs(model: TGPModel | LocalTGPModel, X, name: str = "X") -> np.ndarray:
     X = as_2d(name, X)
     if X.shape[1] != model.X.shape[1]:
@@ -70,17 +77,21 @@ def use_row_products(model: TGPModel) -> None:
 
 
 def products_plan(model: TGPModel) -> TilePlan:
-    """How ``model``'s products run: row loops (:func:`use_row_products`) or DTRMM tiles of the
-    checked menu for its ``N`` (batches of many points, BLAS-3)."""
+    """How ``model``'s products run: substitutions by row loops (a model in Cholesky form), row
+    loops (:func:`use_row_products`) or DTRMM tiles of the checked menu for its ``N`` (batches of
+    many points, BLAS-3)."""
+    if model.factor_form == "cholesky":
+        return ROW_SOLVE_PLAN
     return ROW_PLAN if model.__dict__.get("_row_products", False) else tile_plan(model.n_train)
 
 
 def product_factors(model: TGPModel) -> dict[str, np.ndarray]:
     """``model``'s triangular factors as its products read them (:func:`fastsm._products.product_factor`):
-    for row loops in symmetric storage, formed once per model, else the factors themselves."""
+    for row loops in symmetric storage (a model in Cholesky form holds them so; others form them
+    once per model), else the factors themselves."""
     names = [name for name in ("Wx", "Wy", "Wxy", "G") if getattr(model, name) is not None]
     plan = products_plan(model)
-    if not plan.rows:
+    if not plan.rows or plan.solve:
         return {name: getattr(model, name) for name in names}
     found = model.__dict__.get("_product_factors")
     if found is None:

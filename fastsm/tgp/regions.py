@@ -126,8 +126,9 @@ class CompactModel:
     """A fitted :class:`~fastsm.tgp.model.TGPModel` with its triangular factors packed.
 
     The factors' lower triangles are kept row by row (their upper triangles
-    are zero), so a model takes about half the bytes; :meth:`unpack` gives
-    back a model bitwise equal to the packed one.
+    are zero, or for a model in Cholesky form the transposed lower ones), so a
+    model takes about half the bytes; :meth:`unpack` gives back a model
+    bitwise equal to the packed one.
     """
 
     parts: dict
@@ -152,10 +153,13 @@ class CompactModel:
 
         parts = dict(self.parts)
         n = self.X.shape[0]
+        symmetric = parts.get("factor_form") == "cholesky"  # symmetric storage: L below, L^T above
         for name in _TRIANGULAR:
             if parts[name] is not None:
-                full = np.zeros((n, n))
+                full = np.zeros((n, n)) if not symmetric else np.empty((n, n))
                 full[_lower(n)] = parts[name]
+                if symmetric:
+                    full.T[_lower(n)] = parts[name]
                 parts[name] = full
         return TGPModel._from_parts(self.X, self.Y, self.params, self.methods, parts, self.sample_weight,
                                     copy=False)

@@ -1,0 +1,108 @@
+"""Small models in Cholesky form (KNN-local and region models; fastsm.tgp.fitting.factorize_cholesky)."""
+
+import pickle
+
+import numpy as np
+import pytest
+from scipy.linalg import solve_triangular
+
+from fastsm import datasets, tgp
+from fastsm._lapack import potrf_trtri
+from fastsm._threads import thread_limits
+from fastsm.tgp import regions
+from fastsm.tgp.fitting import factorize_cholesky, weighted_gram
+from fastsm.tgp.local import local_model
+from fastsm.tgp.prediction import products_plan
+
+PARAMS = tgp.TGPParams(gamma_x=0.5, gamma_y=2.0, lambda_x=1e-3, lambda_y=1e-2, alpha=0.6, beta=1.5)
+
+
+@pytest.fixture(scope="module")
+def data():
+    X, Xt, Y, _ = datasets.random_structured(1, n_train=120, n_test=12, dx=3, dy=2)
+    return X, Xt, Y, PARAMS.resolve(X, Y, None)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_factors_are_lapacks_in_symmetric_storage(data, weighted):
+    """Against NumPy/SciPy: each factor is ``dpotrf``'s of the Gram matrix (bitwise, one BLAS thread),
+    stored with ``L^T`` above the diagonal, and its log-determinant is ``slogdet``'s."""
+    X, _, Y, p = data
+    w = np.random.default_rng(0).uniform(0.2, 3.0, len(X)) if weighted else None
+    parts = factorize_cholesky(X, Y, p, w)
+    Kx = weighted_gram(X, p.gamma_x, p.lambda_x, w)
+    Ky = weighted_gram(Y, p.gamma_y, p.lambda_y, w)
+    for name, K, ld in (("Wx", Kx, "logdet_x"), ("Wy", Ky, "logdet_y"),
+                        ("Wxy", (1.0 - p.alpha) * Kx + p.alpha * Ky, "logdet_xy")):
+        with thread_limits(1):
+            L = potrf_trtri(K)[0]
+        S = parts[name]
+        np.testing.assert_array_equal(np.tril(S), L, err_msg=name)
+        np.testing.assert_array_equal(np.triu(S), L.T, err_msg=name)
+        np.testing.assert_allclose(L @ L.T, K, rtol=0, atol=1e-13)
+        np.testing.assert_allclose(parts[ld], np.linalg.slogdet(K)[1], rtol=1e-12)
+    assert parts["factor_form"] == "cholesky" and parts["G"] is None
+
+
+def test_predictions_agree_with_the_inverse_form(data):
+    """Substitutions with L against products with W = L^-1 (rounding apart: measured 6e-14 on y)."""
+    X, Xt, Y, p = data
+    inv = tgp.fit(X, Y, p, methods=("kl", "sm"))
+    chol = local_model(inv.X, inv.Y, inv.params, ("kl", "sm"))
+    assert chol.factor_form == "cholesky" and products_plan(chol).solve and inv.factor_form == "inverse"
+    for method in ("kl", "sm"):
+        a, b = tgp.predict(inv, Xt, method=method), tgp.predict(chol, Xt, method=method)
+        np.testing.assert_allclose(b.y, a.y, rtol=0, atol=1e-9)
+        np.testing.assert_allclose(b.objective, a.objective, rtol=1e-9)
+        np.testing.assert_allclose(b.log_certainty, a.log_certainty, rtol=1e-9, atol=1e-12)
+    for prop in ("Kx_inv", "Ky_inv", "Kxy_inv"):
+        np.testing.assert_allclose(getattr(chol, prop), getattr(inv, prop), rtol=1e-8,
+                                   atol=1e-8 * np.abs(getattr(inv, prop)).max())
+    W = chol.inverse_factor("Wy")
+    np.testing.assert_allclose(W, solve_triangular(np.tril(chol.Wy), np.eye(len(X)), lower=True), rtol=0, atol=0)
+
+
+def test_ikl_and_large_models_keep_the_inverse_form(data):
+    from fastsm import config
+
+    X, _, Y, p = data
+    assert local_model(X, Y, p, ("ikl",)).factor_form == "inverse"
+    assert local_model(X, Y, p, ("kl", "sm"), rows=False).factor_form == "inverse"  # share='cluster'
+    old = config.ROW_PRODUCTS_MAX_N
+    try:
+        config.ROW_PRODUCTS_MAX_N = len(X) - 1
+        assert local_model(X, Y, p, ("kl", "sm")).factor_form == "inverse"
+    finally:
+        config.ROW_PRODUCTS_MAX_N = old
+
+
+def test_packs_pickles_and_refuses_inverse_only_operations(data):
+    X, Xt, Y, p = data
+    chol = local_model(X, Y, p, ("kl", "sm"))
+    back = regions.CompactModel.pack(chol).unpack()
+    assert back.factor_form == "cholesky"
+    for name in ("Wx", "Wy", "Wxy", "ridge_coef"):
+        np.testing.assert_array_equal(getattr(back, name), getattr(chol, name), err_msg=name)
+    assert regions.CompactModel.pack(chol).nbytes < 0.6 * regions.model_nbytes(chol)
+    again = pickle.loads(pickle.dumps(chol))
+    np.testing.assert_array_equal(tgp.predict(again, Xt).y, tgp.predict(chol, Xt).y)
+    for call, what in ((lambda: tgp.loo_predict(chol), "loo_predict"),
+                       (lambda: tgp.partial_fit(chol, Xt[:1], Y[:1]), "partial_fit"),
+                       (lambda: tgp.remove(chol, [0]), "remove"),
+                       (lambda: tgp.with_alpha(chol, 0.3), "with_alpha")):
+        with pytest.raises(ValueError, match=f"{what} needs a model from fastsm.tgp.fit"):
+            call()
+
+
+def test_bad_factorisations_raise_as_the_inverse_form_does(data):
+    X, _, Y, p = data
+    Xd, Yd = np.vstack([X, X[:1]]), np.vstack([Y, Y[:1]])
+    zero = tgp.TGPParams(gamma_x=0.5, gamma_y=2.0, lambda_x=0.0, lambda_y=1e-2, alpha=0.6, beta=1.5)
+    with pytest.raises(ValueError, match="K_X is not positive definite .* need lambda_x > 0"):
+        factorize_cholesky(Xd, Yd, zero)
+    from fastsm.tgp import fitting
+
+    with pytest.MonkeyPatch.context() as mp:  # a pivot below the floor: K^-1 would overflow
+        mp.setattr(fitting, "MIN_PIVOT", 2.0)
+        with pytest.raises(ValueError, match="K_X is numerically singular; increase lambda_x"):
+            factorize_cholesky(X, Y, p)
