@@ -79,6 +79,12 @@ def test_ikl_and_large_models_keep_the_inverse_form(data):
 def test_packs_pickles_and_refuses_inverse_only_operations(data):
     X, Xt, Y, p = data
     chol = local_model(X, Y, p, ("kl", "sm"))
+    from fastsm._kernels.tri_rows import pack_lower, unpack_lower
+
+    M = np.random.default_rng(1).standard_normal((7, 7))
+    np.testing.assert_array_equal(pack_lower(M), M[np.tri(7, dtype=bool)])  # NumPy's order, row by row
+    np.testing.assert_array_equal(unpack_lower(pack_lower(M), 7, False), np.tril(M))
+    np.testing.assert_array_equal(unpack_lower(pack_lower(M), 7, True), np.tril(M) + np.tril(M, -1).T)
     back = regions.CompactModel.pack(chol).unpack()
     assert back.factor_form == "cholesky"
     for name in ("Wx", "Wy", "Wxy", "ridge_coef"):
@@ -106,3 +112,30 @@ def test_bad_factorisations_raise_as_the_inverse_form_does(data):
         mp.setattr(fitting, "MIN_PIVOT", 2.0)
         with pytest.raises(ValueError, match="K_X is numerically singular; increase lambda_x"):
             factorize_cholesky(X, Y, p)
+
+
+@pytest.mark.parametrize("case", ["plain", "weighted", "constant column", "one point", "scaled"])
+def test_the_ridge_kernel_solves_numpys_ridge_problem(case):
+    """:func:`fastsm._kernels.ridge.ridge_start` against :func:`fastsm.tgp.fitting.ridge` and
+    ``output_spread`` (NumPy): the same minimal-norm least-squares solution, to rounding."""
+    from fastsm._kernels.ridge import ridge_start
+    from fastsm.tgp.fitting import output_spread, ridge
+
+    rng = np.random.default_rng(3)
+    X, Y = rng.standard_normal((60, 5)), rng.standard_normal((60, 3))
+    w = None
+    if case == "weighted":
+        w = rng.uniform(0.1, 5.0, 60)
+    elif case == "constant column":
+        X[:, 2] = 4.0
+    elif case == "one point":
+        X, Y = X[:1], Y[:1]
+    elif case == "scaled":
+        X = X * 1e14
+    coef, spread = ridge_start(X, Y, np.ones(1) if w is None else w, w is not None)
+    ref = ridge(X, Y, w)
+    np.testing.assert_allclose(coef, ref, rtol=1e-10, atol=1e-12 * np.abs(ref).max())
+    if case != "one point":
+        np.testing.assert_allclose(spread, output_spread(Y), rtol=1e-13)
+    else:
+        assert spread == 0.0  # factorize_cholesky then asks output_spread

@@ -224,3 +224,31 @@ def rows_solve(X, r0, h, S, fwd, P):
         else:
             row_solve_backward(X[r], S, P[r])
         r += 1
+
+
+@kernel()
+def pack_lower(M):
+    """The lower triangle of the square ``M``, row by row (``M[np.tri(n, dtype=bool)]``), ``(n (n+1) / 2,)``."""
+    n = M.shape[0]
+    out = np.empty(n * (n + 1) // 2)
+    k = 0
+    for i in range(n):
+        out[k:k + i + 1] = M[i, :i + 1]
+        k += i + 1
+    return out
+
+
+@kernel()
+def unpack_lower(packed, n, symmetric):
+    """The ``n × n`` matrix whose lower triangle :func:`pack_lower` packed: zeros above the diagonal,
+    or with ``symmetric`` the transposed lower triangle (symmetric storage)."""
+    M = np.zeros((n, n))
+    k = 0
+    for i in range(n):
+        M[i, :i + 1] = packed[k:k + i + 1]
+        k += i + 1
+    if symmetric:
+        for i in range(n):
+            for j in range(i):
+                M[j, i] = M[i, j]
+    return M

@@ -25,6 +25,7 @@ from scipy.linalg.blas import dtrmm
 from fastsm import config
 from fastsm._kernels.cholesky import twin_factors
 from fastsm._kernels.rbf import rbf_gram
+from fastsm._kernels.ridge import ridge_start
 from fastsm._lapack import potrf_trtri
 from fastsm._threads import resolve_threads, thread_limits, worker_pool
 from fastsm._validation import as_2d, as_float_array
@@ -259,7 +260,9 @@ def factorize_cholesky(X: np.ndarray, Y: np.ndarray, params, sample_weight: np.n
     symmetric storage (lower triangle ``L``, upper ``L^T``; ``factor_form = "cholesky"``), by
     one GIL-free kernel (:func:`fastsm._kernels.cholesky.twin_factors`) on one BLAS thread: the
     factors are bitwise those of :func:`factorize`'s ``dpotrf``.  Every product with ``W = L^-1``
-    is then a substitution with ``L`` (:func:`fastsm._kernels.tri_rows.rows_solve`).
+    is then a substitution with ``L`` (:func:`fastsm._kernels.tri_rows.rows_solve`).  The ridge
+    start and the spread come from :func:`fastsm._kernels.ridge.ridge_start` (:func:`ridge`'s
+    problem, to rounding).
 
     Raises
     ------
@@ -276,7 +279,7 @@ def factorize_cholesky(X: np.ndarray, Y: np.ndarray, params, sample_weight: np.n
     w = sample_weight if weighted else np.ones(1)
     with thread_limits(1):
         twin_factors(X, Y, p.gamma_x, p.gamma_y, p.lambda_x, p.lambda_y, p.alpha, w, weighted, S, logdet, info)
-        coef = ridge(X, Y, sample_weight)
+        coef, spread = ridge_start(X, Y, w, weighted)
     for k, (name, lam_name) in enumerate((("K_X", "lambda_x"), ("K_Y", "lambda_y"),
                                           ("K_XY", "lambda_x or lambda_y"))):
         if info[k] != 0:
@@ -287,5 +290,5 @@ def factorize_cholesky(X: np.ndarray, Y: np.ndarray, params, sample_weight: np.n
     return {
         "Wx": S[0], "Wy": S[1], "Wxy": S[2], "G": None,
         "logdet_x": float(logdet[0]), "logdet_y": float(logdet[1]), "logdet_xy": float(logdet[2]),
-        "y_spread": output_spread(Y), "ridge_coef": coef, "factor_form": "cholesky",
+        "y_spread": spread if spread > 0.0 else output_spread(Y), "ridge_coef": coef, "factor_form": "cholesky",
     }

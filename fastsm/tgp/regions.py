@@ -18,7 +18,6 @@ a second prediction in the same regions factorises nothing.
 
 from __future__ import annotations
 
-import functools
 import os
 import threading
 import weakref
@@ -31,6 +30,7 @@ import numpy as np
 from scipy.spatial import cKDTree
 
 from fastsm import config
+from fastsm._kernels.tri_rows import pack_lower, unpack_lower
 
 if TYPE_CHECKING:
     from fastsm.tgp.model import TGPModel
@@ -114,13 +114,6 @@ def model_nbytes(model) -> int:
 _TRIANGULAR = ("Wx", "Wy", "Wxy", "G")
 
 
-@functools.lru_cache(maxsize=8)
-def _lower(n: int) -> np.ndarray:
-    mask = np.tri(n, dtype=bool)
-    mask.setflags(write=False)
-    return mask
-
-
 @dataclass(frozen=True, eq=False)
 class CompactModel:
     """A fitted :class:`~fastsm.tgp.model.TGPModel` with its triangular factors packed.
@@ -144,7 +137,7 @@ class CompactModel:
         for name in (f.name for f in fields(model) if not f.init):  # what the fit computed
             value = getattr(model, name)
             if name in _TRIANGULAR and value is not None:
-                value = value[_lower(value.shape[0])]
+                value = pack_lower(np.ascontiguousarray(value))
             parts[name] = value
         return cls(parts, model.X, model.Y, model.params, model.methods, model.sample_weight)
 
@@ -156,11 +149,7 @@ class CompactModel:
         symmetric = parts.get("factor_form") == "cholesky"  # symmetric storage: L below, L^T above
         for name in _TRIANGULAR:
             if parts[name] is not None:
-                full = np.zeros((n, n)) if not symmetric else np.empty((n, n))
-                full[_lower(n)] = parts[name]
-                if symmetric:
-                    full.T[_lower(n)] = parts[name]
-                parts[name] = full
+                parts[name] = unpack_lower(parts[name], n, symmetric)
         return TGPModel._from_parts(self.X, self.Y, self.params, self.methods, parts, self.sample_weight,
                                     copy=False)
 
