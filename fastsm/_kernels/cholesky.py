@@ -24,6 +24,7 @@ from numba import types
 from numba.extending import get_cython_function_address
 
 from fastsm._kernels.gemm import _ptr
+from fastsm._kernels.rbf import gram_entry
 from fastsm.config import kernel
 
 llvm.add_symbol("fastsm_dpotrf", get_cython_function_address("scipy.linalg.cython_lapack", "dpotrf"))
@@ -37,15 +38,11 @@ _L = ord("L")
 def gram_into(Z, gamma, lam, w, weighted, K):
     """``K = K0 + lam I`` (or ``K0 + lam W^-1`` if ``weighted``: noise ``lam / w_i``), entry by entry as
     :func:`~fastsm._kernels.rbf.rbf_gram` (and :func:`fastsm.tgp.fitting.weighted_gram`) compute it."""
-    n, d = Z.shape
+    n = Z.shape[0]
     for i in range(n):
         K[i, i] = 1.0 + lam / w[i] if weighted else 1.0 + lam
         for j in range(i + 1, n):
-            s = 0.0
-            for c in range(d):
-                t = Z[i, c] - Z[j, c]
-                s += t * t
-            v = np.exp(-gamma * s)
+            v = gram_entry(Z, i, j, gamma)
             K[i, j] = v
             K[j, i] = v
 

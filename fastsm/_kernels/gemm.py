@@ -45,7 +45,7 @@ from numba.core.extending import intrinsic
 from numba.extending import get_cython_function_address
 from numba.np.linalg import ensure_blas
 
-from fastsm._kernels.tri_rows import rows_product, rows_solve
+from fastsm._kernels.tri_rows import rows_product
 from fastsm.config import kernel
 
 ensure_blas()
@@ -97,7 +97,7 @@ class TilePlan(NamedTuple):
         storage (:func:`~fastsm._kernels.tri_rows.symmetric_storage`) and ``heights`` is ``(1,)``.
     solve : bool
         With ``rows``: the factors are Cholesky factors ``L`` (models in Cholesky form) and a
-        "product with ``W = L^-1``" is a substitution (:func:`~fastsm._kernels.tri_rows.rows_solve`).
+        "product with ``W = L^-1``" is a substitution (:func:`~fastsm._kernels.tri_rows.rows_product`).
     """
 
     heights: np.ndarray
@@ -295,7 +295,7 @@ def tri_products(work, M0, M1, ops, m, plan, nthreads):
     changes no result).  With ``plan.rows`` the factors come in symmetric storage and every row
     is computed by :func:`~fastsm._kernels.tri_rows.rows_product`, in chunks of at most
     :data:`ROW_CHUNK` rows (no padding); with ``plan.solve`` the factors are Cholesky factors
-    ``L`` and ``M x`` reads ``L^-1 x`` (:func:`~fastsm._kernels.tri_rows.rows_solve`).
+    ``L`` and ``M x`` reads ``L^-1 x`` (substitutions, same function).
     """
     nprod = ops.shape[0]
     groups = max(1, nthreads // nprod)
@@ -306,16 +306,10 @@ def tri_products(work, M0, M1, ops, m, plan, nthreads):
             g = task // nc
             r0 = (task - g * nc) * chunk
             h = min(chunk, m - r0)
-            src, fwd, dst = work[ops[g, 0]], ops[g, 2] == 1, work[ops[g, 3]]
-            if plan.solve:
-                if ops[g, 1] == 0:
-                    rows_solve(src, r0, h, M0, fwd, dst)
-                else:
-                    rows_solve(src, r0, h, M1, fwd, dst)
-            elif ops[g, 1] == 0:
-                rows_product(src, r0, h, M0, fwd, dst)
+            if ops[g, 1] == 0:
+                rows_product(work[ops[g, 0]], r0, h, M0, ops[g, 2] == 1, work[ops[g, 3]], plan.solve)
             else:
-                rows_product(src, r0, h, M1, fwd, dst)
+                rows_product(work[ops[g, 0]], r0, h, M1, ops[g, 2] == 1, work[ops[g, 3]], plan.solve)
     else:
         _tile_products(work, M0, M1, ops, m, plan, groups)
 

@@ -13,19 +13,25 @@ from numba import prange
 from fastsm.config import kernel
 
 
+@kernel(inline=True)
+def gram_entry(Z, i, j, gamma):
+    """``exp(-gamma ||Z_i - Z_j||^2)``: every training kernel matrix's off-diagonal entry, computed alike."""
+    s = 0.0
+    for c in range(Z.shape[1]):
+        t = Z[i, c] - Z[j, c]
+        s += t * t
+    return np.exp(-gamma * s)
+
+
 @kernel(parallel=True)
 def rbf_gram(Z, gamma, lam):
     """Training kernel matrix ``K`` (n×n) with ``lam`` on its diagonal."""
-    n, d = Z.shape
+    n = Z.shape[0]
     K = np.empty((n, n))
     for i in prange(n):
         K[i, i] = 1.0 + lam
         for j in range(i + 1, n):
-            s = 0.0
-            for c in range(d):
-                t = Z[i, c] - Z[j, c]
-                s += t * t
-            v = np.exp(-gamma * s)
+            v = gram_entry(Z, i, j, gamma)
             K[i, j] = v
             K[j, i] = v
     return K

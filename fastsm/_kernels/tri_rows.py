@@ -21,7 +21,7 @@ Each entry of ``y`` is a sum in increasing order of the other index, one multipl
 per term (no fused multiply-add: ``config.FASTMATH_FLAGS``).
 
 The same sweeps solve with a Cholesky factor ``L`` held in symmetric storage
-(:func:`rows_solve`; models in Cholesky form, :func:`fastsm.tgp.fitting.factorize_cholesky`):
+(:func:`rows_product` with ``solve``; models in Cholesky form, :func:`fastsm.tgp.fitting.factorize_cholesky`):
 ``y = L^-1 x`` by forward substitution, each solved entry then taken out of the entries below it
 along ``L``'s column (``S[j, j+1:]``), and ``y = L^-T x`` by backward substitution along ``L``'s
 rows (``S[i, :i]``) — the products with ``W = L^-1`` without forming ``W``, for the same flops
@@ -112,27 +112,6 @@ def _forward4(X, r, S, P):
 
 
 @kernel()
-def rows_product(X, r0, h, S, fwd, P):
-    """``P[r] = W X[r]`` (``fwd``) or ``W^T X[r]`` for ``r`` in ``r0 .. r0+h-1``, ``W`` the lower
-    triangle of ``S`` (symmetric storage): four rows per sweep over ``S``, the rest one by one.
-    Every row gets the same operations either way, so the result of a row does not depend on
-    ``r0``, ``h`` or the other rows."""
-    r = r0
-    while r + 4 <= r0 + h:
-        if fwd:
-            _forward4(X, r, S, P)
-        else:
-            _backward4(X, r, S, P)
-        r += 4
-    while r < r0 + h:
-        if fwd:
-            row_forward(X[r], S, P[r])
-        else:
-            row_backward(X[r], S, P[r])
-        r += 1
-
-
-@kernel()
 def row_solve_forward(x, S, y):
     """``y = L^-1 x`` with ``L`` the lower triangle of ``S`` (forward substitution, column sweeps)."""
     n = S.shape[0]
@@ -207,22 +186,34 @@ def _solve_backward4(X, r, S, P):
 
 
 @kernel()
-def rows_solve(X, r0, h, S, fwd, P):
-    """``P[r] = L^-1 X[r]`` (``fwd``) or ``L^-T X[r]`` for ``r`` in ``r0 .. r0+h-1``, ``L`` the lower
-    triangle of ``S`` (symmetric storage): four rows per sweep, the rest one by one, every row by
-    the same operations (as :func:`rows_product`)."""
+def rows_product(X, r0, h, S, fwd, P, solve=False):
+    """``P[r] = W X[r]`` (``fwd``) or ``W^T X[r]`` for ``r`` in ``r0 .. r0+h-1``, ``W`` the lower
+    triangle of ``S`` (symmetric storage): four rows per sweep over ``S``, the rest one by one.
+    Every row gets the same operations either way, so the result of a row does not depend on
+    ``r0``, ``h`` or the other rows.  With ``solve`` the lower triangle of ``S`` is a Cholesky
+    factor ``L`` and ``W = L^-1``: the rows are solved by substitution (same sweeps)."""
     r = r0
     while r + 4 <= r0 + h:
-        if fwd:
-            _solve_forward4(X, r, S, P)
+        if solve:
+            if fwd:
+                _solve_forward4(X, r, S, P)
+            else:
+                _solve_backward4(X, r, S, P)
+        elif fwd:
+            _forward4(X, r, S, P)
         else:
-            _solve_backward4(X, r, S, P)
+            _backward4(X, r, S, P)
         r += 4
     while r < r0 + h:
-        if fwd:
-            row_solve_forward(X[r], S, P[r])
+        if solve:
+            if fwd:
+                row_solve_forward(X[r], S, P[r])
+            else:
+                row_solve_backward(X[r], S, P[r])
+        elif fwd:
+            row_forward(X[r], S, P[r])
         else:
-            row_solve_backward(X[r], S, P[r])
+            row_backward(X[r], S, P[r])
         r += 1
 
 

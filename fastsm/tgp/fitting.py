@@ -260,7 +260,7 @@ def factorize_cholesky(X: np.ndarray, Y: np.ndarray, params, sample_weight: np.n
     symmetric storage (lower triangle ``L``, upper ``L^T``; ``factor_form = "cholesky"``), by
     one GIL-free kernel (:func:`fastsm._kernels.cholesky.twin_factors`) on one BLAS thread: the
     factors are bitwise those of :func:`factorize`'s ``dpotrf``.  Every product with ``W = L^-1``
-    is then a substitution with ``L`` (:func:`fastsm._kernels.tri_rows.rows_solve`).  The ridge
+    is then a substitution with ``L`` (:func:`fastsm._kernels.tri_rows.rows_product`).  The ridge
     start and the spread come from :func:`fastsm._kernels.ridge.ridge_start` (:func:`ridge`'s
     problem, to rounding).
 
