@@ -20,9 +20,9 @@ from fastsm import config
 from fastsm._kernels import objectives as obj
 from fastsm._kernels.gemm import TilePlan
 from fastsm._kernels.optimize import Options, minimize_batch
-from fastsm._kernels.rank_one import sumsq_rows
-from fastsm._kernels.rbf import rbf_cross
-from fastsm._products import ROW_PLAN, ROW_SOLVE_PLAN, product_factor, tile_plan, tri
+from fastsm._kernels.points import Fitted, evaluate_into, linear_rows, point_data, supported_rows
+from fastsm._kernels.predict import GIVEN, KL_START, LINEAR, Run, predict_rows
+from fastsm._products import ROW_PLAN, ROW_SOLVE_PLAN, product_factor, tile_plan
 from fastsm._progress import Progress
 from fastsm._threads import Compute, run_interruptible, thread_limits
 from fastsm._validation import as_2d, check_choice, check_int, check_scalar
@@ -100,44 +100,26 @@ def product_factors(model: TGPModel) -> dict[str, np.ndarray]:
     return found
 
 
+def fitted(model: TGPModel) -> Fitted:
+    """``model``'s arrays as the point kernels read them (:class:`~fastsm._kernels.points.Fitted`)."""
+    p = model.params
+    f = product_factors(model)
+    return Fitted(model.X, model.Y, model.ridge_coef, float(p.gamma_x), 1.0 + p.lambda_x, _floor(model), f["Wx"],
+                  f["Wy"], f["Wxy"], float(model.y_spread))
+
+
 def _point_data(model: TGPModel, Xb: np.ndarray, method: str, held: np.ndarray | None = None):
     """Per-point data that depends on x only (MATH §2; the table of :mod:`fastsm._kernels.objectives`).
 
     Returns ``F, eta_x, g_xy, extrapolated`` with ``g_xy = W_XY k_x`` (SMTGP's ``F``, and the
-    certainty's).  ``held`` (leave-one-out): the training point left out of each row's model;
-    its kernel entry is zeroed and every forward product projected onto the ``N-1``-point model
+    certainty's); :func:`fastsm._kernels.points.point_data` on the caller's Numba threads.
+    ``held`` (leave-one-out): the training point left out of each row's model; its kernel entry
+    is zeroed and every forward product projected onto the ``N-1``-point model
     (:func:`~fastsm._kernels.objectives.project_out`).
     """
-    p = model.params
-    m = Xb.shape[0]
-    Kx = np.empty((m, model.n_train))
-    rbf_cross(Xb, model.X, p.gamma_x, Kx)
-    if held is not None:
-        Kx[np.arange(m), held] = 0.0
-    extrapolated = Kx.max(axis=1) < config.EXTRAPOLATION_K
-
-    factors = product_factors(model)
-    plan = products_plan(model)
-
-    def forward(W):
-        Z = tri(Kx, W, True, plan, stored=True)
-        if held is not None:
-            obj.project_rows(Z, W, held)
-        return Z
-
-    Hx = forward(factors["Wx"])
-    eta_x = np.empty(m)
-    sumsq_rows(Hx, 1.0 + p.lambda_x, _floor(model), eta_x)
-    Gxy = forward(factors["Wxy"])
-    if method == "kl":
-        F = tri(Hx, factors["Wx"], False, plan, stored=True)  # u_x = K_X^-1 k_x
-    elif method == "ikl":
-        F = forward(factors["Wy"])
-    elif method == "sm":
-        F = Gxy
-    else:
-        F = Kx
-    return F, eta_x, Gxy, extrapolated
+    return point_data(fitted(model), np.ascontiguousarray(Xb, dtype=np.float64), _METHOD_CODE[method],
+                      products_plan(model), numba.get_num_threads(),
+                      None if held is None else np.ascontiguousarray(held, dtype=np.int64))
 
 
 def _factors(model: TGPModel, method: str) -> tuple[np.ndarray, np.ndarray]:
@@ -178,16 +160,16 @@ def _sm_value(criterion: np.ndarray, method: str, beta: float) -> np.ndarray:
 
 
 def linear_start(X: np.ndarray, coef: np.ndarray) -> np.ndarray:
-    """``[X, 1] @ coef`` row by row: a row's value does not depend on the other rows (a BLAS product's does)."""
-    dx = X.shape[1]
-    return (X[:, :, None] * coef[None, :dx, :]).sum(axis=1) + coef[dx]
+    """``[X, 1] @ coef`` row by row (:func:`fastsm._kernels.points.linear_rows`): a row's value does not
+    depend on the other rows (a BLAS product's does)."""
+    return linear_rows(np.ascontiguousarray(X, dtype=np.float64), np.ascontiguousarray(coef, dtype=np.float64))
 
 
 def supported_start(model: TGPModel, X: np.ndarray, Y0: np.ndarray, method: str,
                     held: np.ndarray | None = None, spread: np.ndarray | None = None,
                     threads: int | None = None) -> np.ndarray:
     """The ridge start ``Y0``, or, where it leaves the training outputs' bounding box, the output of the
-    nearest training input if the objective is lower there.
+    nearest training input if the objective is lower there (:func:`fastsm._kernels.points.supported_rows`).
 
     A linear start outside the outputs can sit where the objective is flat (every ``k(y, y_i)`` small), on
     a spurious minimum of the twin-GP objective far from the data (correlated inputs: a test input with
@@ -197,39 +179,17 @@ def supported_start(model: TGPModel, X: np.ndarray, Y0: np.ndarray, method: str,
     input and its objective; ``spread``: each row's model's output spread (default ``model.y_spread``).
     Runs on ``threads`` Numba threads.
     """
-    Y = model.Y
-    if held is None:
-        lo, hi = Y.min(axis=0), Y.max(axis=0)
-    else:  # the bounds without the held-out row: the second extreme where the row is the extreme
-        srt = np.sort(Y, axis=0)
-        lo = np.where(Y[held] == srt[0], srt[min(1, len(Y) - 1)], srt[0])
-        hi = np.where(Y[held] == srt[-1], srt[max(-2, -len(Y))], srt[-1])
-    # beyond the box by more than rounding and a thousandth of the spread (the starts this is for lie
-    # one or more spreads out; a start on the box's edge must not flip with the last bit)
-    unit = model.y_spread if spread is None else np.asarray(spread, dtype=np.float64)[:, None]
-    margin = 1e-3 * unit + 1e-9 * np.abs(Y).max(axis=0)
-    out = np.flatnonzero(((Y0 < lo - margin) | (Y0 > hi + margin)).any(axis=1))
-    if out.size == 0 or method == "sm_cubic" or not np.isfinite(Y0[out]).all():
-        return Y0  # (start() reports an overflow)
-    Y0 = Y0.copy()
-    beta = 1.0 if method == "sm" else None
+    if method == "sm_cubic":
+        return Y0
+    n = Y0.shape[0]
+    Y0 = np.array(Y0, dtype=np.float64, order="C", copy=True)
+    unit = np.full(n, model.y_spread) if spread is None else np.ascontiguousarray(spread, dtype=np.float64)
+    beta = 1.0 if method == "sm" else model.params.beta
     with thread_limits(threads):
-        for s, e in _batches(out.size, config.DEFAULT_BATCH_SIZE):  # memory O(batch N), as the optimiser's
-            rows = out[s:e]
-            Xo = np.ascontiguousarray(X[rows])
-            ho = None if held is None else np.ascontiguousarray(held[rows])
-            F, eta_x, _, ex = _point_data(model, Xo, method, ho)
-            Kx = np.empty((rows.size, model.n_train))
-            rbf_cross(Xo, model.X, model.params.gamma_x, Kx)
-            if ho is not None:
-                Kx[np.arange(rows.size), ho] = -1.0
-            nearest = np.ascontiguousarray(Y[np.argmax(Kx, axis=1)])
-            f_lin, f_near = np.empty(rows.size), np.empty(rows.size)
-            g = np.empty(nearest.shape)
-            evaluate(model, method, F, eta_x, np.ascontiguousarray(Y0[rows]), f_lin, g, beta=beta, held=ho)
-            evaluate(model, method, F, eta_x, nearest, f_near, g, beta=beta, held=ho)
-            take = (f_near < f_lin) & ~ex
-            Y0[rows[take]] = nearest[take]
+        supported_rows(fitted(model), _objective(model, method, beta), np.ascontiguousarray(X, dtype=np.float64), Y0,
+                       _METHOD_CODE[method], products_plan(model), numba.get_num_threads(),
+                       None if held is None else np.ascontiguousarray(held, dtype=np.int64), unit,
+                       config.DEFAULT_BATCH_SIZE)
     return Y0
 
 
@@ -365,16 +325,9 @@ def evaluate(model: TGPModel, method: str, F, eta_x, Yb, val, grad, *, beta: flo
     ``F``, ``eta_x``: :func:`_point_data`'s for ``method``; ``held``: left-out training index per
     row (leave-one-out), or ``None``.
     """
-    m = Yb.shape[0]
-    eta_y, eta_xy = np.empty(m), np.empty(m)
-    plan = products_plan(model)
-    obj.evaluate_rows(
-        _objective(model, method, model.params.beta if beta is None else beta), obj.Points(F, eta_x),
-        np.arange(m), np.ascontiguousarray(Yb), obj.Evaluations(val, grad, eta_y, eta_xy, np.zeros(m, dtype=np.int64)),
-        obj.Products(obj.workspace(m, model.n_train, plan.heights[0]), plan, numba.get_num_threads()),
-        _cubic(model, method), None if held is None else np.ascontiguousarray(held, dtype=np.int64),
-    )
-    return eta_y, eta_xy
+    return evaluate_into(_objective(model, method, model.params.beta if beta is None else beta), F, eta_x,
+                         np.ascontiguousarray(Yb), val, grad, products_plan(model), numba.get_num_threads(),
+                         _cubic(model, method), None if held is None else np.ascontiguousarray(held, dtype=np.int64))
 
 
 def _objective(model: TGPModel, method: str, beta: float) -> obj.Objective:
@@ -399,11 +352,79 @@ def _certainty_from(a: float, eta_x, eta_y, eta_xy) -> np.ndarray:
 def predict_global(model: TGPModel, X: np.ndarray, *, method: str, init, max_iter: int, tol: float,
                    threads: int | None, optimizer: str, trust_radius: float, batch_size: int, progress,
                    ftol: float) -> Prediction:
-    """:func:`fastsm.tgp.predict` for a global model, with validated inputs and options."""
+    """:func:`fastsm.tgp.predict` for a global model, with validated inputs and options: a model in
+    Cholesky form (a local model's) by :func:`predict_fused`, others by :func:`predict_staged`."""
+    run = predict_fused if model.factor_form == "cholesky" and method in ("kl", "sm") else predict_staged
+    return run(model, X, method=method, init=init, max_iter=max_iter, tol=tol, threads=threads, optimizer=optimizer,
+               trust_radius=trust_radius, batch_size=batch_size, progress=progress, ftol=ftol)
+
+
+def predict_fused(model: TGPModel, X: np.ndarray, *, method: str, init, max_iter: int, tol: float,
+                  threads: int | None, optimizer: str, trust_radius: float, batch_size: int, progress,
+                  ftol: float) -> Prediction:
+    """KLTGP or SMTGP predictions of a model in Cholesky form, each batch by one kernel
+    (:func:`fastsm._kernels.predict.predict_rows`): bitwise :func:`predict_staged`'s."""
+    n, dy = X.shape[0], model.Y.shape[1]
+    p = model.params
+    if init is None:
+        init = "kl" if method == "sm" else "linear"
+    if isinstance(init, str):
+        check_choice("init", init, ("linear", "kl"))
+        with np.errstate(over="ignore", invalid="ignore"):
+            Y0 = linear_start(X, model.ridge_coef)
+        bad = np.flatnonzero(~np.isfinite(Y0).all(axis=1))
+        if bad.size:
+            raise ValueError(f"X: the linear (ridge) start overflows float64 at {bad.size} row(s), first row "
+                             f"{bad[0]}: the inputs are too large for float64 arithmetic; rescale them")
+        mode = LINEAR if init == "linear" else KL_START
+    else:
+        Y0 = as_2d("init", init)
+        if Y0.shape != (n, dy):
+            raise ValueError(f"init must have shape {(n, dy)} (n test points × dy), got {Y0.shape}")
+        mode = GIVEN
+    kl, sm = _objective(model, "kl", p.beta), _objective(model, "sm", 1.0)
+    fit, plan = fitted(model), products_plan(model)
+    out = {
+        "y": np.empty((n, dy)), "f": np.empty(n), "it": np.empty(n, dtype=np.int64),
+        "ev": np.empty(n, dtype=np.int64), "cv": np.empty(n, dtype=bool), "h": np.empty(n, dtype=np.int64),
+        "lc": np.empty(n), "ex": np.empty(n, dtype=bool),
+    }
+
+    def body(handle: Compute) -> None:
+        run = Run(_METHOD_CODE[method], mode, max_iter, kl_start_iterations(max_iter), tol, ftol, trust_radius,
+                  optimizer == "bfgs", config.DEFAULT_WINDOW, numba.get_num_threads(),
+                  optimizer == "bfgs" and method == "sm" and dy <= config.SM_HESSIAN_MAX_DY, config.DEFAULT_BATCH_SIZE)
+        for s, e in _batches(n, batch_size):
+            if handle.stop[0]:
+                return
+            Yb, fb, itb, evb, cvb, hits, ey, exy, eta_x, ex = predict_rows(
+                fit, kl, sm, np.ascontiguousarray(X[s:e], dtype=np.float64),
+                np.array(Y0[s:e], dtype=np.float64, order="C", copy=True), run, plan, handle.stop)
+            out["y"][s:e], out["f"][s:e], out["it"][s:e], out["ev"][s:e] = Yb, fb, itb, evb
+            out["cv"][s:e], out["h"][s:e], out["ex"][s:e] = cvb & ~ex, hits, ex
+            out["lc"][s:e] = _certainty_from(p.alpha, eta_x, ey, exy)
+            if bar is not None:
+                bar.step(e - s)
+
+    with Progress(progress, n, "predict") as bar:
+        run_interruptible(threads, body, flops=60.0 * n * model.n_train**2 * (1 if method == "kl" else 2))
+    ex = out["ex"]
+    out["lc"][ex] = -np.inf
+    _warn_extrapolated(ex, n)
+    return Prediction(y=out["y"], log_certainty=out["lc"], n_iter=out["it"], n_eval=out["ev"], converged=out["cv"],
+                      objective=_sm_value(out["f"], method, p.beta), criterion=out["f"], n_eta_floor=out["h"],
+                      extrapolated=ex, method=method)
+
+
+def predict_staged(model: TGPModel, X: np.ndarray, *, method: str, init, max_iter: int, tol: float,
+                   threads: int | None, optimizer: str, trust_radius: float, batch_size: int, progress,
+                   ftol: float) -> Prediction:
+    """:func:`predict_global` in stages from Python (every model and method; the reference of
+    :func:`predict_fused`)."""
     n, dy = X.shape[0], model.Y.shape[1]
     Y0 = start(init, method, (n, dy), "n test points × dy",
                linear=lambda: supported_start(model, X, linear_start(X, model.ridge_coef), method, threads=threads),
-               kl=lambda: predict_global(model, X, method="kl", init="linear",
+               kl=lambda: predict_staged(model, X, method="kl", init="linear",
                                          max_iter=kl_start_iterations(max_iter), tol=tol,
                                          threads=threads, optimizer=optimizer, trust_radius=trust_radius,
                                          batch_size=batch_size, progress=False, ftol=ftol).y)

@@ -1,0 +1,252 @@
+"""What a prediction computes per test point before and around its optimisation: the ridge start,
+the per-point data, single evaluations and the supported start, as kernels.
+
+:mod:`fastsm.tgp.prediction` calls these for every model, and :mod:`fastsm._kernels.predict`
+calls them inside one GIL-free kernel per local model, so that both give the same bits by
+construction.  A fitted model's arrays travel as one :class:`Fitted`.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from fastsm._kernels.gemm import padded_rows, tri_products
+from fastsm._kernels.objectives import (
+    IKL,
+    KL,
+    SM,
+    Evaluations,
+    Points,
+    Products,
+    evaluate_rows,
+    project_rows,
+    workspace,
+)
+from fastsm._kernels.rank_one import sumsq_rows
+from fastsm._kernels.rbf import rbf_cross
+from fastsm.config import EXTRAPOLATION_K, kernel
+
+
+class Fitted(NamedTuple):
+    """A fitted model's arrays as the point kernels read them (:func:`fastsm.tgp.prediction.fitted`)."""
+
+    X: np.ndarray  # training inputs, N × dx
+    Y: np.ndarray  # training outputs, N × dy
+    coef: np.ndarray  # ridge coefficients, (dx + 1) × dy, bias last
+    gamma_x: float
+    kxx: float  # k_X(x, x) = 1 + lambda_x
+    floor: float  # floor of eta_x
+    Wx: np.ndarray  # the factors as the products read them (plan)
+    Wy: np.ndarray
+    Wxy: np.ndarray
+    spread: float  # the output spread (tolerance and trust radius unit)
+
+
+@kernel()
+def linear_rows(X, coef):
+    """The ridge start ``[X, 1] @ coef``, row by row in one fixed order (a row's value does not
+    depend on the other rows, as a BLAS product's would)."""
+    m, dx = X.shape
+    dy = coef.shape[1]
+    out = np.empty((m, dy))
+    for i in range(m):
+        for k in range(dy):
+            s = 0.0
+            for c in range(dx):
+                s += X[i, c] * coef[c, k]
+            out[i, k] = s + coef[dx, k]
+    return out
+
+
+@kernel()
+def tri_rows_of(A, M, forward, plan, nthreads):
+    """Each row ``x`` of ``A`` times the stored factor ``M``: ``M x`` (``forward``) or ``M^T x``
+    (:func:`~fastsm._kernels.gemm.tri_products`, the plan's row tiles or row loops); a new C-ordered array."""
+    m, n = A.shape
+    work = np.zeros((2, padded_rows(m, plan), n))
+    work[0, :m] = A
+    ops = np.zeros((1, 4), dtype=np.int64)
+    ops[0, 2] = 1 if forward else 0
+    ops[0, 3] = 1
+    tri_products(work, M, M, ops, m, plan, nthreads)
+    return work[1, :m].copy()
+
+
+@kernel()
+def _forward(Kx, W, plan, nthreads, held):
+    Z = tri_rows_of(Kx, W, True, plan, nthreads)
+    if held is not None:
+        project_rows(Z, W, held)
+    return Z
+
+
+@kernel()
+def point_data(fit, Xb, method, plan, nthreads, held):
+    """``(F, eta_x, g_xy, extrapolated)`` of the points ``Xb`` for ``method`` (MATH §2; the table of
+    :mod:`fastsm._kernels.objectives`), ``g_xy = W_XY k_x`` (SMTGP's ``F``, and the certainty's).
+
+    ``held`` (leave-one-out): the training point left out of each row's model; its kernel entry
+    is zeroed and every forward product projected onto the ``N-1``-point model.  A point is
+    extrapolated where every ``k(x, x_i) < config.EXTRAPOLATION_K`` (NaN: not).
+    """
+    m = Xb.shape[0]
+    n = fit.X.shape[0]
+    Kx = np.empty((m, n))
+    rbf_cross(Xb, fit.X, fit.gamma_x, Kx)
+    if held is not None:
+        for r in range(m):
+            Kx[r, held[r]] = 0.0
+    ex = np.empty(m, dtype=np.bool_)
+    for r in range(m):
+        top = -np.inf
+        for j in range(n):
+            v = Kx[r, j]
+            if np.isnan(v):
+                top = v
+                break
+            top = max(top, v)
+        ex[r] = top < EXTRAPOLATION_K
+    Hx = _forward(Kx, fit.Wx, plan, nthreads, held)
+    eta_x = np.empty(m)
+    sumsq_rows(Hx, fit.kxx, fit.floor, eta_x)
+    Gxy = _forward(Kx, fit.Wxy, plan, nthreads, held)
+    if method == KL:
+        F = tri_rows_of(Hx, fit.Wx, False, plan, nthreads)  # u_x = K_X^-1 k_x
+    elif method == IKL:
+        F = _forward(Kx, fit.Wy, plan, nthreads, held)
+    elif method == SM:
+        F = Gxy
+    else:
+        F = Kx
+    return F, eta_x, Gxy, ex
+
+
+@kernel()
+def evaluate_into(obj, F, eta_x, Yb, val, grad, plan, nthreads, cubic, held):
+    """One evaluation of ``obj`` at every row of ``Yb`` (:func:`~fastsm._kernels.objectives.evaluate_rows`);
+    ``val`` and ``grad`` are filled, ``(eta_y, eta_xy)`` returned."""
+    m = Yb.shape[0]
+    eta_y = np.empty(m)
+    eta_xy = np.empty(m)
+    evaluate_rows(obj, Points(F, eta_x), np.arange(m), np.ascontiguousarray(Yb),
+                  Evaluations(val, grad, eta_y, eta_xy, np.zeros(m, dtype=np.int64)),
+                  Products(workspace(m, obj.Z.shape[0], plan.heights[0]), plan, nthreads), cubic, held)
+    return eta_y, eta_xy
+
+
+@kernel()
+def _column_bounds(Y, held, r):
+    """The training outputs' per-column ``(lo, hi)``, without the row ``held[r]`` if ``held`` (the
+    second extreme where the held row is the extreme)."""
+    n, dy = Y.shape
+    lo = np.empty(dy)
+    hi = np.empty(dy)
+    for c in range(dy):
+        a1 = np.inf  # the two smallest and the two largest values
+        a2 = np.inf
+        b1 = -np.inf
+        b2 = -np.inf
+        for i in range(n):
+            v = Y[i, c]
+            if v < a1:
+                a2 = a1
+                a1 = v
+            elif v < a2:
+                a2 = v
+            if v > b1:
+                b2 = b1
+                b1 = v
+            elif v > b2:
+                b2 = v
+        if n == 1:
+            a2 = a1
+            b2 = b1
+        lo[c] = a1
+        hi[c] = b1
+        if held is not None:
+            y = Y[held[r], c]
+            if y == a1:
+                lo[c] = a2
+            if y == b1:
+                hi[c] = b2
+    return lo, hi
+
+
+@kernel()
+def supported_rows(fit, obj, Xb, Y0, method, plan, nthreads, held, spread, batch):
+    """The ridge start ``Y0`` (changed in place), or, where it leaves the training outputs'
+    bounding box, the output of the nearest training input if the objective ``obj`` is lower
+    there (:func:`fastsm.tgp.prediction.supported_start`, which documents why).
+
+    Rows are independent; extrapolated inputs keep the ridge start; nothing changes if a row
+    outside the box is not finite.  ``held``: each row's left-out training point (excluded
+    from its bounds, its nearest input and its objective) or ``None``; ``spread``: each row's
+    model's output spread; ``batch``: rows evaluated together (memory O(batch N)).
+    """
+    Y = fit.Y
+    m, dy = Y0.shape
+    n = Y.shape[0]
+    absmax = np.zeros(dy)
+    for i in range(n):
+        for c in range(dy):
+            absmax[c] = max(absmax[c], abs(Y[i, c]))
+    lo, hi = _column_bounds(Y, None, 0)
+    outside = np.zeros(m, dtype=np.bool_)
+    finite = True
+    for r in range(m):
+        if held is not None:
+            lo, hi = _column_bounds(Y, held, r)
+        for c in range(dy):
+            # beyond the box by more than rounding and a thousandth of the spread
+            margin = 1e-3 * spread[r] + 1e-9 * absmax[c]
+            if Y0[r, c] < lo[c] - margin or Y0[r, c] > hi[c] + margin:
+                outside[r] = True
+        if outside[r]:
+            for c in range(dy):
+                finite = finite and np.isfinite(Y0[r, c])
+    out = np.flatnonzero(outside)
+    if out.shape[0] == 0 or not finite:
+        return
+    for s in range(0, out.shape[0], batch):
+        rows = out[s:min(out.shape[0], s + batch)]
+        if held is None:  # two calls, not an optional variable: each kernel sees held's one type
+            _replace_rows(fit, obj, Xb, Y0, rows, method, plan, nthreads, None)
+        else:
+            _replace_rows(fit, obj, Xb, Y0, rows, method, plan, nthreads, held[rows])
+
+
+@kernel()
+def _replace_rows(fit, obj, Xb, Y0, rows, method, plan, nthreads, ho):
+    """:func:`supported_rows` for the rows ``rows`` beyond the box (``ho``: their left-out points or ``None``)."""
+    Y = fit.Y
+    n, dy = Y.shape
+    k = rows.shape[0]
+    Xo = np.empty((k, Xb.shape[1]))
+    start = np.empty((k, dy))
+    for q in range(k):
+        Xo[q] = Xb[rows[q]]
+        start[q] = Y0[rows[q]]
+    F, eta_x, _, ex = point_data(fit, Xo, method, plan, nthreads, ho)
+    Kx = np.empty((k, n))
+    rbf_cross(Xo, fit.X, fit.gamma_x, Kx)
+    nearest = np.empty((k, dy))
+    for q in range(k):
+        if ho is not None:
+            Kx[q, ho[q]] = -1.0
+        best = 0
+        for j in range(1, n):  # np.argmax: the first maximum, a NaN first
+            if np.isnan(Kx[q, best]):
+                break
+            if Kx[q, j] > Kx[q, best] or np.isnan(Kx[q, j]):
+                best = j
+        nearest[q] = Y[best]
+    f_lin = np.empty(k)
+    f_near = np.empty(k)
+    g = np.empty((k, dy))
+    evaluate_into(obj, F, eta_x, start, f_lin, g, plan, nthreads, None, ho)
+    evaluate_into(obj, F, eta_x, nearest, f_near, g, plan, nthreads, None, ho)
+    for q in range(k):
+        if f_near[q] < f_lin[q] and not ex[q]:
+            Y0[rows[q]] = nearest[q]

@@ -1,0 +1,80 @@
+"""A whole KLTGP or SMTGP prediction of a batch of points in one GIL-free kernel (models in Cholesky form).
+
+:func:`predict_rows` runs what :func:`fastsm.tgp.prediction.predict_global` runs in stages from
+Python — the supported ridge start, SMTGP's KLTGP start, the optimisation and the certainty's
+ingredients — with the same kernels in the same order, so the bits are those of the staged
+prediction (tests/test_fused.py).  A local model predicts one or a few points: its staged
+prediction spent more time in Python between the kernels than in them, holding the GIL, so
+the threads of a local prediction waited on each other (docs/scale.md).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from fastsm._kernels.objectives import KL, SM, Points
+from fastsm._kernels.optimize import Options, minimize_batch
+from fastsm._kernels.points import evaluate_into, point_data, supported_rows
+from fastsm.config import kernel
+
+#: Starts of :class:`Run`: ``Y0`` as given, the supported ridge start, or a KLTGP run from it.
+GIVEN, LINEAR, KL_START = 0, 1, 2
+
+
+class Run(NamedTuple):
+    """What :func:`predict_rows` runs (validated by :func:`fastsm.tgp.prediction.predict_global`)."""
+
+    method: int  # KL or SM
+    start: int  # GIVEN, LINEAR or KL_START
+    max_iter: int
+    start_iter: int  # KLTGP iterations of the KL start
+    tol: float  # step tolerance, in units of the spread
+    ftol: float
+    trust_radius: float  # in units of the spread
+    use_bfgs: bool
+    window: int
+    nthreads: int
+    hessian: bool  # seed SMTGP's BFGS with the exact Hessian
+    batch: int  # rows of the supported start evaluated together
+
+
+@kernel()
+def predict_rows(fit, kl, sm, Xb, Y0, run, plan, stop):
+    """Predict the points ``Xb`` of the model :class:`~fastsm._kernels.points.Fitted` ``fit`` by ``run``.
+
+    ``kl``, ``sm``: the model's KLTGP objective (``beta`` the model's) and SMTGP's ``beta = 1``
+    transform (:class:`~fastsm._kernels.objectives.Objective`); ``Y0``: the start (``GIVEN``) or
+    the ridge start ``[X, 1] coef`` (``LINEAR``, ``KL_START``), changed in place; ``plan``: the
+    products' plan; ``stop``: polled between evaluation rounds (:func:`minimize_batch`).
+
+    Returns ``(Y, criterion, n_iter, n_eval, converged, floor_hits, eta_y, eta_xy, eta_x,
+    extrapolated)``; ``eta_y`` and ``eta_xy`` are SMTGP's at ``Y`` (for KLTGP from one more
+    evaluation), the certainty's ingredients.
+    """
+    m, dy = Y0.shape
+    nt = run.nthreads
+    spread = np.full(m, fit.spread)
+    xtol = run.tol * spread
+    max_step = run.trust_radius * spread
+    if run.method == KL or run.start == KL_START:
+        F, eta_x, Gxy, ex = point_data(fit, Xb, KL, plan, nt, None)
+    else:
+        F, eta_x, Gxy, ex = point_data(fit, Xb, SM, plan, nt, None)
+    if run.start == KL_START or (run.start == LINEAR and run.method == KL):
+        supported_rows(fit, kl, Xb, Y0, KL, plan, nt, None, spread, run.batch)
+    elif run.start == LINEAR:
+        supported_rows(fit, sm, Xb, Y0, SM, plan, nt, None, spread, run.batch)
+    if run.start == KL_START:
+        opts = Options(run.start_iter, xtol, run.ftol, max_step, run.use_bfgs, run.window, nt, False)
+        Y0 = minimize_batch(kl, Points(F, eta_x), Y0, opts, stop, None, None, plan)[0]
+    if run.method == KL:
+        opts = Options(run.max_iter, xtol, run.ftol, max_step, run.use_bfgs, run.window, nt, False)
+        Y, f, n_iter, n_eval, cv, hits, _, _ = minimize_batch(kl, Points(F, eta_x), Y0, opts, stop, None, None, plan)
+        eta_y, eta_xy = evaluate_into(sm, Gxy, eta_x, Y, np.empty(m), np.empty((m, dy)), plan, nt, None, None)
+    else:
+        opts = Options(run.max_iter, xtol, run.ftol, max_step, run.use_bfgs, run.window, nt, run.hessian)
+        Y, f, n_iter, n_eval, cv, hits, eta_y, eta_xy = minimize_batch(sm, Points(Gxy, eta_x), Y0, opts, stop, None,
+                                                                       None, plan)
+    return Y, f, n_iter, n_eval, cv, hits, eta_y, eta_xy, eta_x, ex
