@@ -19,6 +19,27 @@ def test_rbf_gram_and_cross(rng):
     np.testing.assert_allclose(out, rbf(A, Z, 0.7), rtol=1e-13)
 
 
+@pytest.mark.parametrize("n", [1, 2, 9, 33])
+def test_gram_rows_everywhere_alike(rng, n):
+    """The vectorised rows (distances over a transposed block, the polynomial exponential) against
+    SciPy and libm; the parallel Gram, the Cholesky-form Gram and the cross rows bitwise alike."""
+    from fastsm._kernels.cholesky import gram_into
+
+    Z = rng.normal(size=(n, 4))
+    Z[-1] += 60.0  # exp(-0.7 * ~1.4e4) underflows: exactly 0 (the kernel's floor is exp(-700))
+    K = rbf_gram(Z, 0.7, 1e-3)
+    ref = np.exp(-0.7 * cdist(Z, Z, "sqeuclidean")) + 1e-3 * np.eye(n)
+    np.testing.assert_allclose(K, ref, rtol=4e-15, atol=0)
+    np.testing.assert_array_equal(K, K.T)
+    G = np.empty((n, n))
+    gram_into(Z, 0.7, 1e-3, np.ones(1), False, G)
+    np.testing.assert_array_equal(G, K)
+    out = np.empty((n, n))
+    rbf_cross(Z, Z, 0.7, out)  # a point against itself is 1, against others the Gram's entries
+    np.testing.assert_array_equal(out - np.diag(np.diag(out)), K - np.diag(np.diag(K)))
+    np.testing.assert_array_equal(np.diag(out), 1.0)
+
+
 @pytest.mark.parametrize("dy", [1, 3, 16])
 def test_jacobian_matches_finite_differences(rng, dy):
     Z = rng.normal(size=(25, dy))

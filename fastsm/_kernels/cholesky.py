@@ -8,8 +8,9 @@ triangle ``L^T``, :mod:`fastsm._kernels.tri_rows`), the form its solves read: on
 the GIL where the inverse form took eleven NumPy and LAPACK calls per model (Gram matrices,
 the blend, Fortran copies, ``dpotrf``, triangular inverses, checks, symmetric storage).
 
-The Gram entries are computed as :func:`fastsm._kernels.rbf.rbf_gram` computes them, so a
-factor here is bitwise the ``dpotrf`` factor of the inverse form.  ``dpotrf`` runs on the
+The Gram entries are computed as :func:`fastsm._kernels.rbf.rbf_gram` computes them (rows of
+squared distances and a vectorised exponential), so a factor here is bitwise the ``dpotrf``
+factor of the inverse form.  ``dpotrf`` runs on the
 caller's BLAS threads: call inside ``thread_limits`` (one BLAS thread, deterministic).
 
 ``dpotrf`` is reached by name, like :mod:`fastsm._kernels.gemm`'s DTRMM, so that the kernel
@@ -24,7 +25,7 @@ from numba import types
 from numba.extending import get_cython_function_address
 
 from fastsm._kernels.gemm import _ptr
-from fastsm._kernels.rbf import gram_entry
+from fastsm._kernels.rbf import gram_upper, mirror_upper
 from fastsm.config import kernel
 
 llvm.add_symbol("fastsm_dpotrf", get_cython_function_address("scipy.linalg.cython_lapack", "dpotrf"))
@@ -36,15 +37,13 @@ _L = ord("L")
 
 @kernel()
 def gram_into(Z, gamma, lam, w, weighted, K):
-    """``K = K0 + lam I`` (or ``K0 + lam W^-1`` if ``weighted``: noise ``lam / w_i``), entry by entry as
+    """``K = K0 + lam I`` (or ``K0 + lam W^-1`` if ``weighted``: noise ``lam / w_i``), row by row as
     :func:`~fastsm._kernels.rbf.rbf_gram` (and :func:`fastsm.tgp.fitting.weighted_gram`) compute it."""
     n = Z.shape[0]
+    gram_upper(Z, np.ascontiguousarray(Z.T), gamma, K)
+    mirror_upper(K)
     for i in range(n):
         K[i, i] = 1.0 + lam / w[i] if weighted else 1.0 + lam
-        for j in range(i + 1, n):
-            v = gram_entry(Z, i, j, gamma)
-            K[i, j] = v
-            K[j, i] = v
 
 
 @kernel()

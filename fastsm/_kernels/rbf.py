@@ -14,46 +14,83 @@ from fastsm.config import kernel
 
 
 @kernel(inline=True)
-def gram_entry(Z, i, j, gamma):
-    """``exp(-gamma ||Z_i - Z_j||^2)``: every training kernel matrix's off-diagonal entry, computed alike."""
-    s = 0.0
-    for c in range(Z.shape[1]):
-        t = Z[i, c] - Z[j, c]
-        s += t * t
-    return np.exp(-gamma * s)
+def sqdist_row(a, Zt, j0, out):
+    """``out[j] = ||a - z_{j0+j}||^2`` from the transposed points ``Zt`` (d×n).
+
+    Each entry is summed over the coordinates in order; the loop runs over ``j`` (contiguous in
+    ``Zt``), so it vectorises without reassociation.  Every kernel entry in fastsm is computed so.
+    """
+    d = Zt.shape[0]
+    m = out.shape[0]
+    for j in range(m):
+        out[j] = 0.0
+    for c in range(d):
+        ac = a[c]
+        col = Zt[c, j0:j0 + m]
+        for j in range(m):
+            t = ac - col[j]
+            out[j] += t * t
+
+
+@kernel()
+def gram_upper(Z, Zt, gamma, K):
+    """The strict upper triangle of the kernel matrix of ``Z`` into ``K``, row by row
+    (:func:`sqdist_row`, :func:`exp_neg_scaled`); ``Zt`` is ``Z`` transposed, C-ordered."""
+    n = Z.shape[0]
+    scale = np.empty(n)
+    low = np.empty(n)
+    for i in range(n - 1):
+        m = n - i - 1
+        row = K[i, i + 1:]
+        sqdist_row(Z[i], Zt, i + 1, row)
+        exp_neg_scaled(row, gamma, scale[:m], low[:m])
+
+
+@kernel()
+def mirror_upper(K):
+    """``K``'s strict lower triangle from its upper one."""
+    n = K.shape[0]
+    for i in range(n):
+        for j in range(i):
+            K[i, j] = K[j, i]
 
 
 @kernel(parallel=True)
 def rbf_gram(Z, gamma, lam):
-    """Training kernel matrix ``K`` (n×n) with ``lam`` on its diagonal."""
+    """Training kernel matrix ``K`` (n×n) with ``lam`` on its diagonal (rows as :func:`gram_upper`'s)."""
     n = Z.shape[0]
     K = np.empty((n, n))
+    Zt = np.ascontiguousarray(Z.T)
     for i in prange(n):
         K[i, i] = 1.0 + lam
-        for j in range(i + 1, n):
-            v = gram_entry(Z, i, j, gamma)
-            K[i, j] = v
-            K[j, i] = v
+        m = n - i - 1
+        if m > 0:
+            scratch = np.empty((2, m))
+            row = K[i, i + 1:]
+            sqdist_row(Z[i], Zt, i + 1, row)
+            exp_neg_scaled(row, gamma, scratch[0], scratch[1])
+    for i in prange(n):
+        for j in range(i):
+            K[i, j] = K[j, i]
     return K
 
 
 @kernel(parallel=True)
 def rbf_cross(A, Z, gamma, out):
-    """Cross-kernel rows: ``out[i, j] = exp(-gamma ||A_i - Z_j||^2)``.
+    """Cross-kernel rows: ``out[i, j] = exp(-gamma ||A_i - Z_j||^2)`` (:func:`sqdist_row`, :func:`exp_neg_scaled`).
 
     One row per test point (the transposed ``N×B`` column block of
     DESIGN.md), so that each point's column is contiguous.  ``out`` must be
     at least ``len(A)`` rows by ``len(Z)`` columns.
     """
-    m, d = A.shape
+    m = A.shape[0]
     n = Z.shape[0]
+    Zt = np.ascontiguousarray(Z.T)
     for i in prange(m):
-        for j in range(n):
-            s = 0.0
-            for c in range(d):
-                t = A[i, c] - Z[j, c]
-                s += t * t
-            out[i, j] = np.exp(-gamma * s)
+        scratch = np.empty((2, n))
+        row = out[i, :n]
+        sqdist_row(A[i], Zt, 0, row)
+        exp_neg_scaled(row, gamma, scratch[0], scratch[1])
 
 
 @kernel()
@@ -171,16 +208,7 @@ def exp_neg_scaled(x, gamma, scale, low):
 def kernel_row(y, Zt, gamma, out, scale, low):
     """``out[j] = exp(-gamma ||y - z_j||^2)`` from the transposed training outputs ``Zt`` (d×n).
 
-    The distance loop runs over ``j`` (contiguous in ``Zt``) so that it
-    vectorises; the exponential is :func:`exp_neg_scaled` (``scale``: scratch
-    and ``low``: scratch of n).
+    :func:`sqdist_row`, then :func:`exp_neg_scaled` (``scale``: scratch and ``low``: scratch of n).
     """
-    d, n = Zt.shape
-    for j in range(n):
-        out[j] = 0.0
-    for c in range(d):
-        yc = y[c]
-        for j in range(n):
-            t = yc - Zt[c, j]
-            out[j] += t * t
+    sqdist_row(y, Zt, 0, out)
     exp_neg_scaled(out, gamma, scale, low)
