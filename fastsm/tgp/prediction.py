@@ -366,22 +366,15 @@ def predict_fused(model: TGPModel, X: np.ndarray, *, method: str, init, max_iter
     (:func:`fastsm._kernels.predict.predict_rows`): bitwise :func:`predict_staged`'s."""
     n, dy = X.shape[0], model.Y.shape[1]
     p = model.params
-    if init is None:
-        init = "kl" if method == "sm" else "linear"
-    if isinstance(init, str):
-        check_choice("init", init, ("linear", "kl"))
-        with np.errstate(over="ignore", invalid="ignore"):
-            Y0 = linear_start(X, model.ridge_coef)
-        bad = np.flatnonzero(~np.isfinite(Y0).all(axis=1))
-        if bad.size:
-            raise ValueError(f"X: the linear (ridge) start overflows float64 at {bad.size} row(s), first row "
-                             f"{bad[0]}: the inputs are too large for float64 arithmetic; rescale them")
-        mode = LINEAR if init == "linear" else KL_START
-    else:
-        Y0 = as_2d("init", init)
-        if Y0.shape != (n, dy):
-            raise ValueError(f"init must have shape {(n, dy)} (n test points × dy), got {Y0.shape}")
-        mode = GIVEN
+
+    def linear() -> np.ndarray:
+        return linear_start(X, model.ridge_coef)
+
+    # the ridge start, checked as start() checks it (the kernel runs the supported and the KL start)
+    Y0 = start(init, method, (n, dy), "n test points × dy", linear=linear,
+               kl=lambda: start("linear", method, (n, dy), "", linear=linear, kl=None))
+    chosen = ("kl" if method == "sm" else "linear") if init is None else init
+    mode = GIVEN if not isinstance(chosen, str) else LINEAR if chosen == "linear" else KL_START
     kl, sm = _objective(model, "kl", p.beta), _objective(model, "sm", 1.0)
     fit, plan = fitted(model), products_plan(model)
     out = {
