@@ -86,6 +86,11 @@ TRI_INVERSE_MAX_N: int = 1024
 #: test points are taken in chunks of ``LOCAL_CHUNK_ENTRIES // K`` rows (8 MB).
 LOCAL_CHUNK_ENTRIES: int = 2**20
 
+#: Test points of per-point KNN models (``share="none"``) predicted by one kernel call
+#: (:func:`fastsm._kernels.knn.knn_rows`): enough to leave Python's share small, few enough
+#: that the blocks of a chunk keep every worker busy.
+KNN_BLOCK: int = 16
+
 #: Default bound on the factorised region models a ``share="region"`` local model keeps: this share of
 #: the memory the process may use (physical memory, or a container's limit), clamped to
 #: ``[LOCAL_CACHE_MIN_BYTES, LOCAL_CACHE_MAX_BYTES]`` (:func:`fastsm.tgp.regions.default_cache_bytes`).

@@ -41,6 +41,7 @@ the in-process prediction.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,13 +51,27 @@ from scipy.cluster.vq import kmeans2
 from scipy.spatial import cKDTree
 
 from fastsm import config
+from fastsm._kernels.knn import Local, knn_rows, outcome
+from fastsm._kernels.objectives import KL, SM
+from fastsm._kernels.predict import GIVEN, KL_START, LINEAR, Run
+from fastsm._products import ROW_SOLVE_PLAN
 from fastsm._progress import Progress
 from fastsm._threads import resolve_threads, thread_limits, worker_pool
 from fastsm._validation import as_2d, check_choice, check_int
 from fastsm.tgp import regions as _regions
-from fastsm.tgp.fitting import check_training, cholesky_form, factorize, factorize_cholesky
+from fastsm.tgp.fitting import MIN_PIVOT, check_training, cholesky_form, factorize, factorize_cholesky
 from fastsm.tgp.model import Prediction, TGPModel, TGPParams
-from fastsm.tgp.prediction import _check_inputs, _warn_extrapolated, predict_global, quiet, use_row_products
+from fastsm.tgp.prediction import (
+    _certainty_from,
+    _check_inputs,
+    _floor,
+    _sm_value,
+    _warn_extrapolated,
+    kl_start_iterations,
+    predict_global,
+    quiet,
+    use_row_products,
+)
 
 SHARES = ("exact", "none", "cluster", "region")
 
@@ -370,6 +385,64 @@ def neighbour_groups(model: LocalTGPModel, X: np.ndarray, seed: int = 0) -> list
     return groups
 
 
+class _KnnBlocks:
+    """Per-point KNN models (``share="none"``) predicted many points per GIL-free call
+    (:func:`fastsm._kernels.knn.knn_rows`), bitwise the per-point path's predictions; a point that
+    path would refuse or treat specially (its errors, outputs without spread) is run by it."""
+
+    def __init__(self, model: LocalTGPModel, X: np.ndarray, Y0, run: Run, out: dict, staged) -> None:
+        p = model.params
+        weighted = model.sample_weight is not None
+        w = model.sample_weight if model.sample_weight is not None else np.ones(1)
+        self.local = Local(model.X, model.Y, w, weighted,
+                           float(p.gamma_x), float(p.gamma_y), float(p.lambda_x), float(p.lambda_y), float(p.alpha),
+                           float(p.beta), _floor(p), MIN_PIVOT)
+        self.X, self.Y0, self.spec, self.out, self.staged = X, Y0, run, out, staged
+        self.alpha, self.beta, self.method = float(p.alpha), float(p.beta), "sm" if run.method == SM else "kl"
+        self.stop = np.zeros(1, dtype=np.int64)
+
+    def run(self, block: tuple[int, np.ndarray]) -> int:
+        r0, members = block
+        m, dy = members.shape[0], self.local.Y.shape[1]
+        rows = slice(r0, r0 + m)
+        res = outcome(m, dy)
+        y0 = self.Y0[rows] if self.spec.start == GIVEN else np.empty((m, dy))
+        with thread_limits(1):
+            knn_rows(self.local, self.X[rows], np.ascontiguousarray(members), np.ascontiguousarray(y0), self.spec,
+                     ROW_SOLVE_PLAN, self.stop, res)
+        if self.stop[0]:
+            return 0
+        out = self.out
+        ex = res.extrapolated
+        lc = _certainty_from(self.alpha, res.eta_x, res.eta_y, res.eta_xy)
+        lc[ex] = -np.inf
+        out["y"][rows], out["it"][rows], out["ev"][rows], out["f"][rows] = res.y, res.n_iter, res.n_eval, res.criterion
+        out["cv"][rows], out["h"][rows], out["ex"][rows], out["lc"][rows] = res.converged & ~ex, res.hits, ex, lc
+        out["obj"][rows] = _sm_value(res.criterion, self.method, self.beta)
+        for q in np.flatnonzero(res.status != 0):
+            self.staged((np.array([r0 + q]), members[q]))
+        return m
+
+
+def _knn_blocks(model: LocalTGPModel, X: np.ndarray, Y0, method: str, init, out: dict, staged, *, max_iter: int,
+                tol: float, optimizer: str, trust_radius: float, ftol: float) -> _KnnBlocks | None:
+    """:class:`_KnnBlocks` where a prediction's per-point models are in Cholesky form
+    (``share="none"``, KLTGP or SMTGP, ``K < n_train``), else ``None``."""
+    methods = _METHODS[method]
+    if model.share != "none" or method not in ("kl", "sm") or model.n_neighbors >= model.n_train \
+            or not cholesky_form(model.n_neighbors, methods):
+        return None
+    chosen = ("kl" if method == "sm" else "linear") if init is None else init
+    if isinstance(chosen, str):
+        check_choice("init", chosen, ("linear", "kl"))
+    mode = GIVEN if Y0 is not None else LINEAR if chosen == "linear" else KL_START
+    dy = model.Y.shape[1]
+    spec = Run(SM if method == "sm" else KL, mode, max_iter, kl_start_iterations(max_iter), tol, ftol, trust_radius,
+               optimizer == "bfgs", config.DEFAULT_WINDOW, 1, optimizer == "bfgs" and method == "sm"
+               and dy <= config.SM_HESSIAN_MAX_DY, config.DEFAULT_BATCH_SIZE)
+    return _KnnBlocks(model, X, Y0, spec, out, staged)
+
+
 def predict_local(model: LocalTGPModel, X, *, method: str, init, max_iter: int, tol: float, threads: int | None,
                   optimizer: str, trust_radius: float, batch_size: int, progress=False,
                   ftol: float = config.DEFAULT_FTOL) -> Prediction:
@@ -411,17 +484,32 @@ def predict_local(model: LocalTGPModel, X, *, method: str, init, max_iter: int, 
 
     rows = n if model.share == "region" else chunk_rows(model)  # regions: O(n) labels, no (n, K) indices
     workers = resolve_threads(threads)
+    blocks = _knn_blocks(model, X, Y0, method, init, out, _run, max_iter=max_iter, tol=tol, optimizer=optimizer,
+                         trust_radius=trust_radius, ftol=ftol)
     with Progress(progress, n, "local predict") as bar, \
             worker_pool(workers, "fastsm-local") as pool:
-        for s in range(0, n, rows):
-            e = min(n, s + rows)
-            groups = [(r + s, members) for r, members in neighbour_groups(model, X[s:e])]
-            if workers == 1 or len(groups) == 1:
-                for g in groups:
-                    bar.step(run(g))
-            else:
-                for done in pool.map(run, groups):
-                    bar.step(done)
+        try:
+            for s in range(0, n, rows):
+                e = min(n, s + rows)
+                groups: list[tuple[Any, Any]]
+                work: Callable[[tuple[Any, Any]], int]
+                if blocks is not None:  # per-point models, many points per kernel call
+                    idx = _neighbours(model, X[s:e])
+                    groups = [(s + b, idx[b:b + config.KNN_BLOCK]) for b in range(0, e - s, config.KNN_BLOCK)]
+                    work = blocks.run
+                else:
+                    groups = [(r + s, members) for r, members in neighbour_groups(model, X[s:e])]
+                    work = run
+                if workers == 1 or len(groups) == 1:
+                    for g in groups:
+                        bar.step(work(g))
+                else:
+                    for done in pool.map(work, groups):
+                        bar.step(done)
+        except BaseException:
+            if blocks is not None:
+                blocks.stop[0] = 1  # the blocks in flight return after their current evaluation round
+            raise
     ex = out["ex"]
     _warn_extrapolated(ex, n, local=True)
     return Prediction(y=out["y"], log_certainty=out["lc"], n_iter=out["it"], n_eval=out["ev"], converged=out["cv"],

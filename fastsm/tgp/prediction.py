@@ -29,7 +29,7 @@ from fastsm._validation import as_2d, check_choice, check_int, check_scalar
 from fastsm._warn import warn
 from fastsm.exceptions import ExtrapolationWarning
 from fastsm.tgp.fitting import METHODS
-from fastsm.tgp.model import Prediction, TGPModel
+from fastsm.tgp.model import Prediction, TGPModel, TGPParams
 
 if TYPE_CHECKING:
     from fastsm.tgp.local import LocalTGPModel
@@ -62,8 +62,8 @@ def _check_inputs(model: TGPModel | LocalTGPModel, X, name: str = "X") -> np.nda
     return X
 
 
-def _floor(model: TGPModel) -> float:
-    p = model.params
+def _floor(p: TGPParams) -> float:
+    """The floor of the etas for parameters ``p`` (``config.ETA_FLOOR_REL`` relative to ``k(z, z)``)."""
     return config.ETA_FLOOR_REL * (1.0 + max(p.lambda_x, p.lambda_y))
 
 
@@ -104,7 +104,7 @@ def fitted(model: TGPModel) -> Fitted:
     """``model``'s arrays as the point kernels read them (:class:`~fastsm._kernels.points.Fitted`)."""
     p = model.params
     f = product_factors(model)
-    return Fitted(model.X, model.Y, model.ridge_coef, float(p.gamma_x), 1.0 + p.lambda_x, _floor(model), f["Wx"],
+    return Fitted(model.X, model.Y, model.ridge_coef, float(p.gamma_x), 1.0 + p.lambda_x, _floor(model.params), f["Wx"],
                   f["Wy"], f["Wxy"], float(model.y_spread))
 
 
@@ -334,7 +334,7 @@ def _objective(model: TGPModel, method: str, beta: float) -> obj.Objective:
     """The kernels' view of ``model`` for ``method`` (``beta = 1``: the beta-free SM transform)."""
     p = model.params
     return obj.Objective(_METHOD_CODE[method], model.Y, p.widths()[1], 1.0 + p.lambda_y, 1.0 + p.lambda_x, p.alpha,
-                         float(beta), _floor(model), *_factors(model, method), float(model.logdet_y),
+                         float(beta), _floor(model.params), *_factors(model, method), float(model.logdet_y),
                          float(model.logdet_x))
 
 
