@@ -1,9 +1,9 @@
-"""The row loops of :mod:`fastsm._kernels.tri_rows` against plain NumPy sweeps, bitwise.
+"""The row loops' substitutions (:mod:`fastsm._kernels.tri_rows`) against plain NumPy sweeps, bitwise.
 
-The kernels take the factor's columns (rows) in blocks; the NumPy references take them one at a
-time, each step one rounded product and one rounded difference per entry, in the order the
-module documents.  Equality bit for bit shows that blocking changed no entry's operations, for
-one row, for four rows per sweep, and for every remainder of ``n`` modulo the block sizes.
+The NumPy references take the factor's columns (forward) or rows (backward) one at a time, each
+step one rounded product and one rounded difference per entry, in the order the module
+documents: the kernels do exactly that (no fused multiply-add, no reassociation), for one row and
+for four rows per sweep, so every row's result is fixed by its own data whatever the batch.
 """
 
 from __future__ import annotations

@@ -20,6 +20,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
+from numba.core.extending import intrinsic
+from numba.core.imputils import impl_ret_borrowed
 
 from fastsm._kernels.cholesky import twin_factors
 from fastsm._kernels.objectives import KL, SM, Objective
@@ -67,6 +69,23 @@ def outcome(m: int, dy: int) -> Outcome:
     return Outcome(np.empty((m, dy)), np.empty(m), np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int64),
                    np.empty(m, dtype=np.bool_), np.empty(m, dtype=np.int64), np.empty(m), np.empty(m), np.empty(m),
                    np.empty(m, dtype=np.bool_), np.ones(m, dtype=np.int64))
+
+
+@intrinsic
+def read_only(typingctx, arr):
+    """``arr`` typed as a read-only array (the same array: only Numba's type changes).
+
+    A fitted model's arrays are read-only (:class:`fastsm.tgp.model.TGPModel`), so the Python
+    path calls :func:`~fastsm._kernels.predict.predict_rows` with read-only array types;
+    :func:`knn_rows` hands it its own arrays typed so too, and the prediction's kernels are
+    compiled once for both callers instead of twice (about a minute each, cold).
+    """
+    rtype = arr.copy(readonly=True)
+
+    def codegen(context, builder, signature, args):
+        return impl_ret_borrowed(context, builder, rtype, args[0])
+
+    return rtype(arr), codegen
 
 
 @kernel()
@@ -120,11 +139,11 @@ def knn_rows(loc, Xq, members, Y0, run, plan, stop, out):
             y0 = linear_rows(xq, coef)
             if not np.isfinite(y0).all():
                 continue
-        Wx, Wy, Wxy = S[0].copy(), S[1].copy(), S[2].copy()
-        fit = Fitted(Xm, Ym, coef, loc.gamma_x, 1.0 + loc.lambda_x, loc.floor, Wx, Wy, Wxy, spread)
-        kl = Objective(KL, Ym, loc.gamma_y, 1.0 + loc.lambda_y, 1.0 + loc.lambda_x, loc.alpha, loc.beta, loc.floor,
+        Xr, Yr, Wx, Wy, Wxy = read_only(Xm), read_only(Ym), read_only(S[0]), read_only(S[1]), read_only(S[2])
+        fit = Fitted(Xr, Yr, read_only(coef), loc.gamma_x, 1.0 + loc.lambda_x, loc.floor, Wx, Wy, Wxy, spread)
+        kl = Objective(KL, Yr, loc.gamma_y, 1.0 + loc.lambda_y, 1.0 + loc.lambda_x, loc.alpha, loc.beta, loc.floor,
                        Wy, Wy, logdet[1], logdet[0])
-        sm = Objective(SM, Ym, loc.gamma_y, 1.0 + loc.lambda_y, 1.0 + loc.lambda_x, loc.alpha, 1.0, loc.floor,
+        sm = Objective(SM, Yr, loc.gamma_y, 1.0 + loc.lambda_y, 1.0 + loc.lambda_x, loc.alpha, 1.0, loc.floor,
                        Wy, Wxy, logdet[1], logdet[0])
         Y, f, n_iter, n_eval, cv, hits, eta_y, eta_xy, eta_x, ex = predict_rows(fit, kl, sm, xq, y0, run, plan, stop)
         out.y[q] = Y[0]
