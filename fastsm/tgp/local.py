@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -125,8 +125,9 @@ class LocalTGPModel:
     first_region: np.ndarray | None = field(init=False, default=None)
     center_tree: cKDTree | None = field(init=False, default=None)
     cache: _regions.ModelCache = field(init=False)
+    threads: InitVar[int | None] = None  # the regions' neighbour queries (not kept)
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, threads: int | None) -> None:
         for name in ("X", "Y", "sample_weight"):
             a = getattr(self, name)
             if a is not None:
@@ -146,7 +147,8 @@ class LocalTGPModel:
         object.__setattr__(self, "cache", _regions.ModelCache(budget))
         if self.share == "region":
             centers = _regions.partition(self.X, self.region_size)
-            members = np.sort(_regions.nearest(self.tree, centers, self.X, self.n_neighbors), axis=1)
+            members = np.sort(_regions.nearest(self.tree, centers, self.X, self.n_neighbors,
+                                               resolve_threads(threads)), axis=1)
             model_of, first = _regions.shared_models(members)
             for name, a in (("centers", centers), ("members", members), ("model_of", model_of),
                             ("first_region", first)):
@@ -289,7 +291,7 @@ def fit_local(X: ArrayLike, Y: ArrayLike, params: TGPParams | None = None, *, n_
         ``share="region"``: factorise every region's model now (for SMTGP
         and KLTGP), as far as ``cache_bytes`` holds them.
     threads : int, optional
-        Threads for ``eager``.
+        Threads for the regions' neighbour queries and ``eager`` (default: all of Numba's).
     sample_weight : array_like (N,), optional
         IW-TGP weights (MATH §6), sliced per neighbourhood.
 
@@ -322,7 +324,8 @@ def fit_local(X: ArrayLike, Y: ArrayLike, params: TGPParams | None = None, *, n_
     elif region_size is not None or eager:
         raise ValueError(f"region_size and eager apply to share='region' only, not share={share!r}")
     model = LocalTGPModel(X=X, Y=Y, params=params, n_neighbors=k, sample_weight=w, share=share,
-                          group_size=group_size, region_size=region_size or 0, cache_bytes=cache_bytes)
+                          group_size=group_size, region_size=region_size or 0, cache_bytes=cache_bytes,
+                          threads=threads)
     if eager:
         model.factorize_regions("sm", threads=threads)
     return model
@@ -334,33 +337,35 @@ def chunk_rows(model: LocalTGPModel) -> int:
     return max(rows, model.group_size) if model.share == "cluster" else rows
 
 
-def _neighbours(model: LocalTGPModel, X: np.ndarray) -> np.ndarray:
+def _neighbours(model: LocalTGPModel, X: np.ndarray, workers: int = 1) -> np.ndarray:
     """Sorted indices of the ``K`` nearest training inputs of each row of ``X``, ``(n, K)``.
 
     Inputs whose squared distances overflow get the neighbours of their
     projection onto the training inputs' bounding box
     (:func:`fastsm.tgp.regions.nearest`) and are predicted as extrapolated.
     """
-    return np.sort(_regions.nearest(model.tree, X, model.X, model.n_neighbors), axis=1)
+    return np.sort(_regions.nearest(model.tree, X, model.X, model.n_neighbors, workers), axis=1)
 
 
-def neighbour_groups(model: LocalTGPModel, X: np.ndarray, seed: int = 0) -> list[tuple[np.ndarray, Any]]:
+def neighbour_groups(model: LocalTGPModel, X: np.ndarray, seed: int = 0,
+                     workers: int = 1) -> list[tuple[np.ndarray, Any]]:
     """``[(test rows, sorted training indices), ...]``: the local models a prediction of ``X`` needs.
 
     With ``share='region'`` the second entry is the region model (an int,
     :attr:`LocalTGPModel.model_of`).  ``X`` is one chunk (:func:`chunk_rows`):
-    the ``(n, K)`` neighbour indices are held at once.
+    the ``(n, K)`` neighbour indices are held at once.  The KD-tree queries run on ``workers``
+    threads (each row's neighbours are its own).
     """
     k = model.n_neighbors
     if model.share == "region":  # [(test rows, region model)], models in increasing order
         assert model.center_tree is not None and model.centers is not None and model.model_of is not None
-        labels = model.model_of[_regions.nearest(model.center_tree, X, model.centers, 1)[:, 0]]
+        labels = model.model_of[_regions.nearest(model.center_tree, X, model.centers, 1, workers)[:, 0]]
         order = np.argsort(labels, kind="stable")
         bounds = np.flatnonzero(np.diff(labels[order])) + 1
         return [(rows, int(labels[rows[0]])) for rows in np.split(order, bounds) if rows.size]
     if k == model.n_train:
         return [(np.arange(X.shape[0]), np.arange(k))]
-    idx = _neighbours(model, X)
+    idx = _neighbours(model, X, workers)
     if model.share == "none":
         return [(np.array([i]), idx[i]) for i in range(X.shape[0])]
     if model.share == "exact":
@@ -494,11 +499,12 @@ def predict_local(model: LocalTGPModel, X, *, method: str, init, max_iter: int, 
                 groups: list[tuple[Any, Any]]
                 work: Callable[[tuple[Any, Any]], int]
                 if blocks is not None:  # per-point models, many points per kernel call
-                    idx = _neighbours(model, X[s:e])
+                    idx = _neighbours(model, X[s:e], workers)
                     groups = [(s + b, idx[b:b + config.KNN_BLOCK]) for b in range(0, e - s, config.KNN_BLOCK)]
                     work = blocks.run
                 else:
-                    groups = [(r + s, members) for r, members in neighbour_groups(model, X[s:e])]
+                    found = neighbour_groups(model, X[s:e], workers=workers)
+                    groups = [(r + s, members) for r, members in found]
                     work = run
                 if workers == 1 or len(groups) == 1:
                     for g in groups:

@@ -63,8 +63,9 @@ def partition(X: np.ndarray, region_size: int) -> np.ndarray:
     return np.ascontiguousarray(np.array(out))
 
 
-def nearest(tree: cKDTree, X: np.ndarray, points: np.ndarray, k: int) -> np.ndarray:
-    """Indices of the ``k`` nearest rows of the tree's data to each row of ``X``, ``(n, k)``.
+def nearest(tree: cKDTree, X: np.ndarray, points: np.ndarray, k: int, workers: int = 1) -> np.ndarray:
+    """Indices of the ``k`` nearest rows of the tree's data to each row of ``X``, ``(n, k)``, the rows'
+    queries spread over ``workers`` threads (each row's answer is its own).
 
     Where squared distances overflow (inputs of magnitude ~1e154 and beyond)
     the KD-tree finds no neighbours; such a row is outside every kernel's
@@ -72,7 +73,7 @@ def nearest(tree: cKDTree, X: np.ndarray, points: np.ndarray, k: int) -> np.ndar
     box of ``points`` (the tree's data) and is predicted as extrapolated.
     """
     n_data = points.shape[0]
-    _, idx = tree.query(X, k=k)
+    _, idx = tree.query(X, k=k, workers=workers)
     idx = np.asarray(idx).reshape(X.shape[0], k)
     lost = np.flatnonzero((idx >= n_data).any(axis=1))
     if lost.size:
