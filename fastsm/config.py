@@ -40,6 +40,18 @@ DEFAULT_MAX_ITER: int = 50
 #: cut a whole SMTGP prediction's evaluations by ~30 % at equal quality (docs/performance.md).
 SM_START_ITER: int = 5
 
+#: Leave-one-out points on which :func:`fastsm.tgp.select`'s coordinate searches screen SMTGP's alphas
+#: (the best alpha is then scored on every point).  On digits halves (N = 1198, dy = 32) and two
+#: random problems (N = 1000, dy = 2 and 16) 300 and 400 random points chose the full set's alpha in
+#: 20 of 20 draws each, 200 points in 57 of 60 (docs/performance.md).
+ALPHA_SCREEN_POINTS: int = 400
+
+#: ``search="auto"`` (:class:`~fastsm.sklearn.TwinGPRegressorCV`'s default) sweeps every value of each
+#: axis up to this many training points and steps to better neighbours above it (``"descent"``): on
+#: digits halves (1198 points per fold) the descent chose what the sweeps chose with half the
+#: settings; on Linnerud (16 points) it stopped in other minima in 3 of 5 folds (docs/performance.md).
+DESCENT_MIN_POINTS: int = 500
+
 #: SMTGP predictions with at most this many outputs seed their quasi-Newton matrix with the exact
 #: Hessian of the criterion, where positive definite (it costs ``dy/2`` evaluations; at dy = 16 a
 #: prediction needs 23 % fewer evaluations and 98.5 % of the points converge, was 74.5 %; at dy = 60

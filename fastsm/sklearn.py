@@ -201,8 +201,11 @@ class TwinGPRegressorCV(_TwinGPPredictMixin, RegressorMixin, BaseEstimator):
     With no arguments it searches what moves the prediction
     (docs/selection.md, "TwinGPRegressorCV"): the input and output widths
     relative to ``"scale"`` and both regularisers, by cyclic coordinate
-    search scored by KLTGP's exact leave-one-out error, then SMTGP's alpha
-    at those kernels; KLTGP (SMTGP's ``alpha -> 0`` limit) and SMTGP compete
+    search (neighbour steps above :data:`fastsm.config.DESCENT_MIN_POINTS` points)
+    scored by KLTGP's exact leave-one-out error, then SMTGP's alpha
+    at those kernels (screened on a subsample of the points above
+    :data:`fastsm.config.ALPHA_SCREEN_POINTS`, the best scored on all); KLTGP
+    (SMTGP's ``alpha -> 0`` limit) and SMTGP compete
     (``method="auto"``).  ``beta`` does not move the prediction ([SM]
     Lemma 4.2).  ``cv="loo"`` is exact leave-one-out by downdates -- no
     refits, the analogue of ``RidgeCV``'s fast leave-one-out.
@@ -225,9 +228,12 @@ class TwinGPRegressorCV(_TwinGPPredictMixin, RegressorMixin, BaseEstimator):
     scoring : {"mse", "mae", "euclidean"}
         The validation error minimised (``"mse"``: the one R^2 rests on;
         ``"mae"`` is [SM] Table 2's).
-    search : {"coordinate", "grid"}
+    search : {"auto", "descent", "coordinate", "grid"}
         How the kernel settings are searched (:func:`fastsm.tgp.select`):
-        ``"grid"`` tries every combination.
+        ``"descent"`` steps each axis to its better neighbour while the error falls,
+        ``"coordinate"`` sweeps every value of each axis, ``"grid"`` tries every combination;
+        ``"auto"``: ``"descent"`` above :data:`fastsm.config.DESCENT_MIN_POINTS` training
+        points, else ``"coordinate"``.
     max_iter, tol, n_jobs
         As in :class:`TwinGPRegressor`.
 
@@ -247,7 +253,8 @@ class TwinGPRegressorCV(_TwinGPPredictMixin, RegressorMixin, BaseEstimator):
         ``params`` equal ``best_params_``).
     cv_results_ : dict of str to ndarray
         One row per candidate setting scored (``selection_.table`` also has
-        the kernel search's KLTGP rows of ``method="sm"``), as ``GridSearchCV``'s: ``params``,
+        the kernel search's KLTGP rows of ``method="sm"`` and the alpha screen's rows), as
+        ``GridSearchCV``'s: ``params``,
         ``param_<name>`` (``param_method``: the predictor scored),
         ``mean_test_score``, ``std_test_score``, ``rank_test_score``, and
         the shares ``converged`` and ``extrapolated``.
@@ -259,7 +266,7 @@ class TwinGPRegressorCV(_TwinGPPredictMixin, RegressorMixin, BaseEstimator):
     _METHODS = ("auto", "sm", "kl", "ikl")
 
     def __init__(self, method="auto", alphas=DEFAULT_ALPHAS, betas=(1.5,), gammas_x=None, gammas_y=None,
-                 lambdas_x=None, lambdas_y=None, cv="loo", scoring="mse", search="coordinate",
+                 lambdas_x=None, lambdas_y=None, cv="loo", scoring="mse", search="auto",
                  max_iter=config.DEFAULT_MAX_ITER, tol=config.DEFAULT_TOL, n_jobs=None):
         self.method = method
         self.alphas = alphas
@@ -301,10 +308,11 @@ class TwinGPRegressorCV(_TwinGPPredictMixin, RegressorMixin, BaseEstimator):
         self.alpha_, self.beta_, self.gamma_x_, self.gamma_y_ = p.alpha, p.beta, p.gamma_x, p.gamma_y
         self.lambda_x_, self.lambda_y_ = p.lambda_x, p.lambda_y
         self.best_params_ = {"method": sel.method, **{c: getattr(p, c) for c in COLUMNS}}
-        # candidates of the final choice only (the kernel search's KLTGP rows of method="sm" are not
-        # settings it can return; they stay in selection_.table), alpha and beta as best_params_ has them
+        # candidates of the final choice only (the kernel search's KLTGP rows of method="sm" and the alpha
+        # screen's rows are not settings it can return; they stay in selection_.table), alpha and beta as
+        # best_params_ has them
         candidates = ("kl", "sm") if self.method == "auto" else (self.method,)
-        rows = np.flatnonzero(np.isin(sel.table["method"], candidates))
+        rows = np.flatnonzero(np.isin(sel.table["method"], candidates) & ~sel.table["screen"])
         self.best_index_ = int(np.flatnonzero(rows == sel.best_index)[0])
         self.best_score_ = -sel.best_score
         d = tgp.TGPParams()

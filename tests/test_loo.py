@@ -115,3 +115,49 @@ def test_loo_rejects_bad_input(data):
         tgp.loo_predict(model, init=np.zeros((3, 3)))
     with pytest.raises(ValueError, match="at least 2"):
         tgp.loo_predict(tgp.fit(X[:1], Y[:1], PARAMS))
+
+
+@pytest.mark.parametrize("method", ["kl", "ikl", "sm"])
+def test_loo_of_some_rows_is_those_rows_of_the_full_loo(data, method):
+    """``rows``: each row bitwise what the full leave-one-out gives it (a point's path is its own)."""
+    X, Y = data
+    model = tgp.fit(X, Y, PARAMS, methods=("kl", "ikl", "sm"))
+    idx = np.array([5, 0, 79, 41, 5, 12])
+    full = tgp.loo_predict(model, method=method)
+    part = tgp.loo_predict(model, method=method, rows=idx)
+    for field in ("y", "log_certainty", "objective", "n_iter", "n_eval", "converged", "extrapolated"):
+        np.testing.assert_array_equal(getattr(part, field), getattr(full, field)[idx], err_msg=field)
+    init = Y[::-1] + 0.1
+    np.testing.assert_array_equal(tgp.loo_predict(model, method=method, rows=idx, init=init[idx]).y,
+                                  tgp.loo_predict(model, method=method, init=init).y[idx])
+
+
+def test_loo_without_certainty_changes_nothing_else(data):
+    X, Y = data
+    model = tgp.fit(X, Y, PARAMS, methods=("kl", "sm"))
+    for method in ("kl", "sm"):
+        a = tgp.loo_predict(model, method=method)
+        b = tgp.loo_predict(model, method=method, certainty=False)
+        np.testing.assert_array_equal(a.y, b.y)
+        np.testing.assert_array_equal(a.n_eval, b.n_eval)
+        if method == "kl":
+            assert np.isnan(b.log_certainty).all() and np.isfinite(a.log_certainty).all()
+        else:  # SMTGP's comes from its last evaluation
+            np.testing.assert_array_equal(a.log_certainty, b.log_certainty)
+
+
+def test_loo_rows_reject_bad_input(data):
+    X, Y = data
+    model = tgp.fit(X, Y, PARAMS, methods=("kl", "sm"))
+    with pytest.raises(TypeError, match="rows"):
+        tgp.loo_predict(model, rows=np.array([0.0, 1.0]))
+    with pytest.raises(TypeError, match="rows"):
+        tgp.loo_predict(model, rows=np.zeros((2, 2), dtype=int))
+    with pytest.raises(ValueError, match="rows must index"):
+        tgp.loo_predict(model, rows=[0, 80])
+    with pytest.raises(ValueError, match="rows must index"):
+        tgp.loo_predict(model, rows=[-1])
+    with pytest.raises(ValueError, match="empty"):
+        tgp.loo_predict(model, rows=np.array([], dtype=int))
+    with pytest.raises(ValueError, match="init"):
+        tgp.loo_predict(model, rows=[1, 2], init=np.zeros((80, 3)))

@@ -179,3 +179,69 @@ def test_one_warning_per_search(data):
     assert _count(lambda: TwinGPRegressorCV(gammas_x=1e6).fit(X, Y)) == 1
     sel = tgp.select(X, Y, **kw, search="grid", method="auto")
     assert (sel.table["extrapolated"][sel.table["gamma_x"] == 1e6] == 1.0).all()
+
+
+def test_descent_search_is_a_neighbour_minimum_with_fewer_scores():
+    """search="descent" on a score with two minima along an axis: it stops at the one its start descends
+    into (no one-step move improves), scoring fewer settings than the full sweeps; ties keep the lower
+    neighbour."""
+    from fastsm.tgp.search import _coordinate_search, _descent_search
+
+    axes = [tuple(range(9)), tuple(range(5)), tuple(range(5))]
+
+    def make(calls):
+        def score(ix):
+            calls.append(ix)
+            a, b, c = ix
+            bowl = min(0.5 + (a - 5) ** 2, float(a) ** 2)  # local minimum at a = 5, global at a = 0
+            return bowl + (b - 1) ** 2 + 0.5 * (c - 3) ** 2 + 0.1 * (a - 5) * (b - 1)
+        return score
+
+    c_desc, c_coord = [], []
+    seen: dict = {}
+
+    def memo(calls):
+        f = make(calls)
+
+        def score(ix):
+            if ix not in seen:
+                seen[ix] = f(ix)
+            return seen[ix]
+        return score
+
+    desc = _descent_search(axes, [6, 2, 2], memo(c_desc))
+    seen.clear()
+    coord = _coordinate_search(axes, [6, 2, 2], memo(c_coord))
+    assert desc == (5, 1, 3) and coord[0] == 0
+    f = make([])
+    for d, axis in enumerate(axes):  # a minimum along each axis's neighbours
+        for step in (-1, 1):
+            j = desc[d] + step
+            if 0 <= j < len(axis):
+                assert f((*desc[:d], j, *desc[d + 1:])) >= f(desc)
+    assert len(c_desc) < len(c_coord)
+    # a tie between the two neighbours goes to the lower one
+    assert _descent_search([tuple(range(3))], [1], lambda ix: [0.0, 1.0, 0.0][ix[0]]) == (0,)
+
+
+def test_descent_search_scores_as_the_grid(data):
+    X, Y = data
+    grid = tgp.select(X, Y, search="grid", **GRID)
+    desc = tgp.select(X, Y, search="descent", **GRID)
+    cols = ("gamma_x", "gamma_y", "lambda_x", "lambda_y")
+    key = {tuple(grid.table[c][i] for c in cols): grid.table["mean"][i] for i in range(len(grid.table["mean"]))}
+    for i in range(len(desc.table["mean"])):
+        assert desc.table["mean"][i] == key[tuple(desc.table[c][i] for c in cols)]
+    assert desc.best_score >= grid.best_score
+
+
+def test_auto_search_sweeps_small_sets_and_descends_above(data, monkeypatch):
+    from fastsm import config
+
+    X, Y = data
+    grid = {**GRID, "gammas_x": ("0.0625*scale", "0.125*scale", "0.25*scale", "0.5*scale", "scale", "2*scale")}
+    for limit, same in ((len(X), "coordinate"), (len(X) - 1, "descent")):
+        monkeypatch.setattr(config, "DESCENT_MIN_POINTS", limit)
+        auto = tgp.select(X, Y, search="auto", **grid)
+        ref = tgp.select(X, Y, search=same, **grid)
+        np.testing.assert_array_equal(auto.table["mean"], ref.table["mean"])

@@ -155,3 +155,48 @@ def test_the_loo_ridge_start_is_computed_once_per_training_set(data, monkeypatch
         p = tgp.TGPParams(**{k: float(once.table[k][row]) for k in ("gamma_x", "gamma_y", "lambda_x", "lambda_y")})
         pred = tgp.loo_predict(tgp.fit(X, Y, p, methods=("kl",)), method="kl")
         assert once.table["mean"][row] == float(np.abs(pred.y - Y).mean(axis=1).mean())
+
+
+def test_alpha_screen_scores_a_subsample_then_the_best_on_every_point(data, monkeypatch):
+    """Above ALPHA_SCREEN_POINTS the alphas are scored on a subsample (the 'screen' rows: the means over those
+    points of the full leave-one-out errors) and the best of them on every point (bitwise the unscreened row)."""
+    from fastsm.tgp.select import _screen
+
+    X, Y = data
+    alphas = (0.2, 0.5, 0.8)
+    grid = dict(gammas_x=(0.5, 1.0), gammas_y=2.0, lambdas_x=1e-2, lambdas_y=1e-2, alphas=alphas, betas=(0.99, 1.5),
+                method="auto", search="descent", scoring="mse", random_state=3)
+    plain = tgp.select(X, Y, **grid)
+    assert not plain.table["screen"].any()
+    monkeypatch.setattr(config, "ALPHA_SCREEN_POINTS", 15)
+    sel = tgp.select(X, Y, **grid)
+    t = sel.table
+    idx = _screen(len(X), len(alphas), 3)
+    assert idx.size == 15 and np.unique(idx).size == 15
+    screened = np.flatnonzero(t["screen"])
+    assert screened.size == len(alphas) * 2 and (t["method"][screened] == "sm").all()
+    sm_plain = plain.table["method"] == "sm"
+    kern = tuple(plain.table[c][sm_plain][0] for c in ("gamma_x", "gamma_y", "lambda_x", "lambda_y"))
+    for a in alphas:
+        p = tgp.TGPParams(gamma_x=kern[0], gamma_y=kern[1], lambda_x=kern[2], lambda_y=kern[3], alpha=a)
+        m = tgp.fit(X, Y, p)
+        err = ((tgp.loo_predict(m, method="sm").y - Y) ** 2).mean(axis=1)
+        rows = screened[t["alpha"][screened] == a]
+        np.testing.assert_allclose(t["mean"][rows], err[idx].mean(), rtol=1e-12)
+    best_a = alphas[int(np.argmin([t["mean"][screened][t["alpha"][screened] == a][0] for a in alphas]))]
+    final = np.flatnonzero((t["method"] == "sm") & ~t["screen"])
+    assert (t["alpha"][final] == best_a).all() and final.size == 2
+    same = np.flatnonzero(sm_plain & (plain.table["alpha"] == best_a))
+    np.testing.assert_array_equal(t["mean"][final], plain.table["mean"][same])
+    assert not t["screen"][sel.best_index]
+    from fastsm.sklearn import TwinGPRegressorCV
+
+    est = TwinGPRegressorCV(alphas=alphas, gammas_x=(0.5, 1.0), gammas_y=2.0, lambdas_x=1e-2, lambdas_y=1e-2).fit(X, Y)
+    st = est.selection_.table
+    assert st["screen"].any()
+    res = est.cv_results_
+    assert len(res["params"]) == int((~st["screen"]).sum())  # every row a candidate but the screen's
+    sm_alpha = st["alpha"][(st["method"] == "sm") & ~st["screen"]]
+    assert np.unique(sm_alpha).size == 1
+    assert all(r["method"] == "kl" or r["alpha"] == sm_alpha[0] for r in res["params"])
+    assert res["rank_test_score"][est.best_index_] == 1

@@ -7,6 +7,7 @@ refit, so that a change of accuracy shows in the history beside the times.
 import numpy as np
 
 from fastsm import datasets, tgp
+from fastsm.tgp.search import DEFAULT_ALPHAS, GAMMA_X_GRID, GAMMA_Y_GRID, LAMBDA_GRID
 
 PARAMS = tgp.TGPParams(gamma_x=0.2, gamma_y=20.0, lambda_x=1e-4, lambda_y=1e-4, alpha=0.85, beta=1.5)
 
@@ -49,6 +50,39 @@ class Select:
         return self.sel.best_score
 
     track_best_loo_mae.unit = "mean absolute error"
+
+
+class RegressorCV:
+    """``TwinGPRegressorCV()``'s selection (its grids, ``method="auto"``, MSE) on 600 points, dy = 16: the
+    default ``"descent"`` search against the full ``"coordinate"`` sweeps."""
+
+    params = ["descent", "coordinate"]
+    param_names = ["search"]
+    timeout = 600
+    number = 1
+    repeat = 3
+
+    def setup(self, search):
+        self.X, _, self.Y, _ = datasets.random_structured(0, n_train=600, n_test=1, dx=8, dy=16)
+        self.sel = self.run(search)
+
+    def run(self, search):
+        return tgp.select(self.X, self.Y, method="auto", alphas=DEFAULT_ALPHAS, betas=(1.5,), gammas_x=GAMMA_X_GRID,
+                          gammas_y=GAMMA_Y_GRID, lambdas_x=LAMBDA_GRID, lambdas_y=LAMBDA_GRID, scoring="mse",
+                          search=search)
+
+    def time_select(self, search):
+        self.run(search)
+
+    def track_settings_scored(self, search):
+        return int((~self.sel.table["screen"]).sum())
+
+    track_settings_scored.unit = "table rows"
+
+    def track_best_mse(self, search):
+        return self.sel.best_score
+
+    track_best_mse.unit = "mean squared error"
 
 
 class Append:

@@ -111,17 +111,34 @@ def loo_ridge(model: TGPModel) -> np.ndarray:
 
 
 def loo_linear_start(model: TGPModel, method: str, ridge: np.ndarray | None = None,
-                     threads: int | None = None) -> np.ndarray:
+                     threads: int | None = None, rows: np.ndarray | None = None) -> np.ndarray:
     """``init="linear"`` of :func:`loo_predict`: each left-out set's ridge at its point, kept where supported.
 
     ``ridge`` is :func:`loo_ridge` of ``model`` if already computed: it depends on the training data and
     weights only, not on the kernels, so a search over kernels computes it once
     (:func:`fastsm.tgp.select`).  The rest (:func:`~fastsm.tgp.prediction.supported_start`) depends on
-    the model.
+    the model.  ``rows``: only those training points' starts (:func:`loo_predict`'s ``rows``).
     """
-    held = np.arange(model.n_train, dtype=np.int64)
-    return supported_start(model, model.X, loo_ridge(model) if ridge is None else ridge, method, held,
-                           loo_spread(model.Y), threads=threads)
+    held = _rows(model, rows)
+    full = loo_ridge(model) if ridge is None else ridge
+    return supported_start(model, model.X[held], full[held], method, held, loo_spread(model.Y)[held], threads=threads)
+
+
+def _rows(model: TGPModel, rows) -> np.ndarray:
+    """``rows`` as checked training indices (all of them for ``None``)."""
+    n = model.n_train
+    if rows is None:
+        return np.arange(n, dtype=np.int64)
+    idx = np.asarray(rows)
+    if idx.ndim != 1 or not np.issubdtype(idx.dtype, np.integer):
+        raise TypeError(f"rows must be a 1-D array of training-point indices, got {idx.dtype} of shape {idx.shape}")
+    if idx.size == 0:
+        raise ValueError("rows must not be empty")
+    idx = idx.astype(np.int64)
+    if idx.min() < 0 or idx.max() >= n:
+        raise ValueError(f"rows must index the model's {n} training points (0 .. {n - 1}), got values in "
+                         f"[{idx.min()}, {idx.max()}]")
+    return idx
 
 
 def loo_predict(
@@ -136,6 +153,8 @@ def loo_predict(
     trust_radius: float = config.DEFAULT_TRUST_RADIUS,
     batch_size: int = config.DEFAULT_BATCH_SIZE,
     ftol: float = config.DEFAULT_FTOL,
+    rows: ArrayLike | None = None,
+    certainty: bool = True,
 ) -> Prediction:
     """Exact leave-one-out prediction of every training point, without refitting.
 
@@ -154,16 +173,25 @@ def loo_predict(
         As in :func:`~fastsm.tgp.predict` (``"sm_cubic"``, the O(N^3)
         reference form, has no leave-one-out).
     init : None, "linear", "kl" or array_like (N, dy)
-        Start per training point; ``None``: ``"linear"`` (each left-out
+        Start per training point (per entry of ``rows``); ``None``: ``"linear"`` (each left-out
         set's ridge) for KL/IKL, ``"kl"`` (the leave-one-out KLTGP
         prediction) for SM.
     max_iter, tol, threads, optimizer, trust_radius, batch_size, ftol
         As in :func:`~fastsm.tgp.predict`.
+    rows : array_like of int, optional
+        Leave out and predict only these training points (row ``j`` of the
+        result is training point ``rows[j]``); each row is bitwise what the
+        full leave-one-out gives it (a point's optimisation depends on its own
+        data only), at ``len(rows) / N`` of the cost.  ``None``: all of them.
+    certainty : bool
+        ``False``: KLTGP and IKLTGP leave ``log_certainty`` NaN and skip the SMTGP
+        evaluation at every returned point that forms it (SMTGP's costs nothing extra);
+        for scores that need only ``y`` (:func:`fastsm.tgp.select`).
 
     Returns
     -------
     Prediction
-        ``y[i]`` is the prediction of training point ``i`` by the model
+        ``y[i]`` is the prediction of training point ``i`` (``rows[i]``) by the model
         without it; ``log_certainty`` is that model's certainty.
 
     Examples
@@ -183,18 +211,19 @@ def loo_predict(
     ftol = check_scalar("ftol", ftol, low=0.0)
     if method == "ikl" and model.G is None:
         raise ValueError("this model was fitted without 'ikl' in methods; refit with methods including 'ikl'")
-    n, dy = model.n_train, model.Y.shape[1]
-    spread = loo_spread(model.Y)
-    held = np.arange(n, dtype=np.int64)
-    Y0 = start(init, method, (n, dy), "one start per training point",
-               linear=lambda: loo_linear_start(model, method, threads=threads),
+    held = _rows(model, rows)
+    n, dy = held.size, model.Y.shape[1]
+    spread = loo_spread(model.Y)[held]
+    Xh = model.X[held]
+    Y0 = start(init, method, (n, dy), "one start per training point" if rows is None else "one start per row",
+               linear=lambda: loo_linear_start(model, method, threads=threads, rows=held),
                kl=lambda: loo_predict(model, method="kl", init="linear",
                                       max_iter=kl_start_iterations(max_iter), tol=tol,
                                       threads=threads, optimizer=optimizer, trust_radius=trust_radius,
-                                      batch_size=batch_size, ftol=ftol).y)
-    res = _optimize(model, method, Y0, lambda s, e: _point_data(model, model.X[s:e], method, held[s:e]), held, spread,
+                                      batch_size=batch_size, ftol=ftol, rows=held, certainty=False).y)
+    res = _optimize(model, method, Y0, lambda s, e: _point_data(model, Xh[s:e], method, held[s:e]), held, spread,
                     max_iter=max_iter, tol=tol, ftol=ftol, trust_radius=trust_radius, optimizer=optimizer,
-                    batch_size=batch_size, threads=threads)
+                    batch_size=batch_size, threads=threads, certainty=certainty)
     _warn_extrapolated(res.extrapolated, n)
     return res
 

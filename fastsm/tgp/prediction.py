@@ -267,13 +267,14 @@ def _warn_extrapolated(ex: np.ndarray, n: int, local: bool = False) -> None:
 def _optimize(model: TGPModel, method: str, Y0: np.ndarray, point_data, held, spread: np.ndarray, *,
               max_iter: int, tol: float, trust_radius: float, optimizer: str, batch_size: int,
               threads: int | None, progress: Progress | None = None,
-              ftol: float = config.DEFAULT_FTOL) -> Prediction:
+              ftol: float = config.DEFAULT_FTOL, certainty: bool = True) -> Prediction:
     """The batched minimisation shared by :func:`predict` and the leave-one-out predictions.
 
     ``point_data(s, e)`` returns ``F, eta_x, g_xy, extrapolated`` of points
     ``s:e`` (:func:`_point_data`); ``held`` is ``None`` or the left-out training index per point;
     ``spread`` the output spread of each point's model (tolerance and trust
-    radius unit).
+    radius unit).  Without ``certainty`` KLTGP and IKLTGP skip the SM evaluation that forms it
+    (``log_certainty`` NaN).
     """
     n, dy = Y0.shape
     p = model.params
@@ -305,8 +306,10 @@ def _optimize(model: TGPModel, method: str, Y0: np.ndarray, point_data, held, sp
             out["cv"][s:e], out["h"][s:e], out["ex"][s:e] = cvb & ~ex, hits, ex
             if method == "sm":  # the last accepted evaluation already holds eta_y and eta_xy
                 out["lc"][s:e] = _certainty_from(p.alpha, eta_x, ey, exy)
-            else:
+            elif certainty:
                 out["lc"][s:e] = _log_certainty(model, Yb, eta_x, Gxy, held=hb)
+            else:
+                out["lc"][s:e] = np.nan
             if progress is not None:
                 progress.step(e - s)
 
@@ -411,20 +414,20 @@ def predict_fused(model: TGPModel, X: np.ndarray, *, method: str, init, max_iter
 
 def predict_staged(model: TGPModel, X: np.ndarray, *, method: str, init, max_iter: int, tol: float,
                    threads: int | None, optimizer: str, trust_radius: float, batch_size: int, progress,
-                   ftol: float) -> Prediction:
+                   ftol: float, certainty: bool = True) -> Prediction:
     """:func:`predict_global` in stages from Python (every model and method; the reference of
-    :func:`predict_fused`)."""
+    :func:`predict_fused`); ``certainty``: as :func:`_optimize`'s (off for SMTGP's KLTGP start)."""
     n, dy = X.shape[0], model.Y.shape[1]
     Y0 = start(init, method, (n, dy), "n test points × dy",
                linear=lambda: supported_start(model, X, linear_start(X, model.ridge_coef), method, threads=threads),
                kl=lambda: predict_staged(model, X, method="kl", init="linear",
                                          max_iter=kl_start_iterations(max_iter), tol=tol,
                                          threads=threads, optimizer=optimizer, trust_radius=trust_radius,
-                                         batch_size=batch_size, progress=False, ftol=ftol).y)
+                                         batch_size=batch_size, progress=False, ftol=ftol, certainty=False).y)
     spread = np.full(n, model.y_spread)
     with Progress(progress, n, "predict") as bar:
         res = _optimize(model, method, Y0, lambda s, e: _point_data(model, X[s:e], method), None, spread,
                         max_iter=max_iter, tol=tol, ftol=ftol, trust_radius=trust_radius, optimizer=optimizer,
-                        batch_size=batch_size, threads=threads, progress=bar)
+                        batch_size=batch_size, threads=threads, progress=bar, certainty=certainty)
     _warn_extrapolated(res.extrapolated, n)
     return res
