@@ -121,8 +121,11 @@ def test_coordinate_search_is_a_coordinate_minimum_of_the_grid(data):
     cols = ("gamma_x", "gamma_y", "lambda_x", "lambda_y")
     key = {tuple(grid.table[c][i] for c in cols): grid.table["mean"][i] for i in range(len(grid.table["mean"]))}
     assert len(coord.table["mean"]) < len(grid.table["mean"])
-    for i in range(len(coord.table["mean"])):  # each setting scores bitwise as in the grid
-        assert coord.table["mean"][i] == key[tuple(coord.table[c][i] for c in cols)]
+    desc = tgp.select(X, Y, search="descent", **GRID)
+    for sel in (coord, desc):  # each setting of either search scores bitwise as in the grid
+        for i in range(len(sel.table["mean"])):
+            assert sel.table["mean"][i] == key[tuple(sel.table[c][i] for c in cols)]
+    assert desc.best_score >= grid.best_score
     best = tuple(coord.table[c][coord.best_index] for c in cols)
     axes = [np.unique(grid.table[c]) for c in cols]
     for d, axis in enumerate(axes):  # no single-axis move improves
@@ -222,17 +225,6 @@ def test_descent_search_is_a_neighbour_minimum_with_fewer_scores():
     assert len(c_desc) < len(c_coord)
     # a tie between the two neighbours goes to the lower one
     assert _descent_search([tuple(range(3))], [1], lambda ix: [0.0, 1.0, 0.0][ix[0]]) == (0,)
-
-
-def test_descent_search_scores_as_the_grid(data):
-    X, Y = data
-    grid = tgp.select(X, Y, search="grid", **GRID)
-    desc = tgp.select(X, Y, search="descent", **GRID)
-    cols = ("gamma_x", "gamma_y", "lambda_x", "lambda_y")
-    key = {tuple(grid.table[c][i] for c in cols): grid.table["mean"][i] for i in range(len(grid.table["mean"]))}
-    for i in range(len(desc.table["mean"])):
-        assert desc.table["mean"][i] == key[tuple(desc.table[c][i] for c in cols)]
-    assert desc.best_score >= grid.best_score
 
 
 def test_auto_search_sweeps_small_sets_and_descends_above(data, monkeypatch):
