@@ -31,6 +31,7 @@ import numpy as np
 from numba import prange
 
 from fastsm._kernels.linesearch import backtrack
+from fastsm._kernels.rbf import exp_neg_scaled, sqdist_row
 from fastsm.config import kernel
 
 FW = 0
@@ -57,6 +58,7 @@ class KliepProblem(NamedTuple):
 
     At: np.ndarray  # n_c × n_te scaled kernel A^T / b, or 0 × 0 when not stored
     Xte: np.ndarray  # n_te × d test inputs
+    Xte_t: np.ndarray  # d × n_te: Xte transposed, C-ordered (kernel rows vectorise along it)
     C: np.ndarray  # n_c × d centres
     gamma: float  # 1 / (2 sigma^2)
     inv_b: np.ndarray  # beta_l = 1 / b_l
@@ -84,35 +86,95 @@ class FWTrace(NamedTuple):
 
 
 
+#: Rows of a kernel block per parallel task (each task owns its ``exp`` scratch).
+ROW_BLOCK = 16
+
+
+@kernel()
+def dot_lanes(a, x):
+    """``sum_j a[j] x[j]`` in eight interleaved partial sums, combined pairwise.
+
+    The order of the additions is fixed by the code (no fast-math
+    reassociation needed), so LLVM's SLP vectoriser packs the eight lanes
+    into vector registers and the result does not depend on how it was
+    compiled (cold or cached) or on the thread count.
+    """
+    n = a.shape[0]
+    m = n - n % 8
+    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
+    for j in range(0, m, 8):
+        s0 += a[j] * x[j]
+        s1 += a[j + 1] * x[j + 1]
+        s2 += a[j + 2] * x[j + 2]
+        s3 += a[j + 3] * x[j + 3]
+        s4 += a[j + 4] * x[j + 4]
+        s5 += a[j + 5] * x[j + 5]
+        s6 += a[j + 6] * x[j + 6]
+        s7 += a[j + 7] * x[j + 7]
+    t = 0.0
+    for j in range(m, n):
+        t += a[j] * x[j]
+    return (((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))) + t
+
+
+@kernel()
+def sum_lanes(a):
+    """``sum_j a[j]`` in the lanes of :func:`dot_lanes`."""
+    n = a.shape[0]
+    m = n - n % 8
+    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
+    for j in range(0, m, 8):
+        s0 += a[j]
+        s1 += a[j + 1]
+        s2 += a[j + 2]
+        s3 += a[j + 3]
+        s4 += a[j + 4]
+        s5 += a[j + 5]
+        s6 += a[j + 6]
+        s7 += a[j + 7]
+    t = 0.0
+    for j in range(m, n):
+        t += a[j]
+    return (((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))) + t
+
+
+@kernel()
+def kernel_row(c, Xt, gamma, out, scale, low):
+    """``out[j] = exp(-gamma ||c - x_j||^2)`` from transposed points ``Xt`` (d×n), vectorised
+    (:func:`~fastsm._kernels.rbf.sqdist_row`, :func:`~fastsm._kernels.rbf.exp_neg_scaled`)."""
+    sqdist_row(c, Xt, 0, out)
+    exp_neg_scaled(out, gamma, scale, low)
+
+
 @kernel(parallel=True)
-def center_means(C, X, gamma, out):
-    """``out[l] = mean_i exp(-gamma ||C_l - X_i||^2)`` without storing the block ([CS] Eq. 4)."""
-    n_c, d = C.shape
-    n = X.shape[0]
-    for l in prange(n_c):
-        s = 0.0
-        for i in range(n):
-            q = 0.0
-            for c in range(d):
-                t = C[l, c] - X[i, c]
-                q += t * t
-            s += np.exp(-gamma * q)
-        out[l] = s / n
-
+def center_means(C, Xt, gamma, out):
+    """``out[l] = mean_i exp(-gamma ||C_l - X_i||^2)`` without storing the block ([CS] Eq. 4);
+    ``Xt`` holds the training inputs transposed (d×n)."""
+    n_c = C.shape[0]
+    n = Xt.shape[1]
+    for blk in prange((n_c + ROW_BLOCK - 1) // ROW_BLOCK):
+        row = np.empty(n)
+        scale = np.empty(n)
+        low = np.empty(n)
+        for l in range(blk * ROW_BLOCK, min(n_c, (blk + 1) * ROW_BLOCK)):
+            kernel_row(C[l], Xt, gamma, row, scale, low)
+            out[l] = sum_lanes(row) / n
 
 
 @kernel(parallel=True)
-def scaled_kernel(C, Xte, gamma, inv_b, At):
-    """``At[l, j] = exp(-gamma ||C_l - Xte_j||^2) / b_l`` (built in parallel over centres)."""
-    n_c, d = C.shape
-    n = Xte.shape[0]
-    for l in prange(n_c):
-        for j in range(n):
-            q = 0.0
-            for c in range(d):
-                t = C[l, c] - Xte[j, c]
-                q += t * t
-            At[l, j] = np.exp(-gamma * q) * inv_b[l]
+def scaled_kernel(C, Xt, gamma, inv_b, At):
+    """``At[l, j] = exp(-gamma ||C_l - x_j||^2) / b_l`` (built in parallel over blocks of centres);
+    ``Xt``: the points transposed (d×n)."""
+    n_c = C.shape[0]
+    n = Xt.shape[1]
+    for blk in prange((n_c + ROW_BLOCK - 1) // ROW_BLOCK):
+        scale = np.empty(n)
+        low = np.empty(n)
+        for l in range(blk * ROW_BLOCK, min(n_c, (blk + 1) * ROW_BLOCK)):
+            row = At[l]
+            kernel_row(C[l], Xt, gamma, row, scale, low)
+            for j in range(n):
+                row[j] *= inv_b[l]
 
 
 
@@ -121,36 +183,32 @@ def _row(p, l, buf):
     """Row ``l`` of ``At`` (a view when stored, else computed into ``buf``)."""
     if p.stored:
         return p.At[l]
-    n, d = p.Xte.shape
+    n = buf.shape[0]
+    kernel_row(p.C[l], p.Xte_t, p.gamma, buf, np.empty(n), np.empty(n))
     for j in range(n):
-        q = 0.0
-        for c in range(d):
-            t = p.C[l, c] - p.Xte[j, c]
-            q += t * t
-        buf[j] = np.exp(-p.gamma * q) * p.inv_b[l]
+        buf[j] *= p.inv_b[l]
     return buf
 
 
 
 @kernel(parallel=True)
 def gradient(p, r, gt):
-    """``gt = At r`` in parallel over centres; each entry is one serial dot (thread-count independent)."""
+    """``gt = At r`` in parallel over blocks of centres; each entry one :func:`dot_lanes` (its order fixed,
+    independent of the thread count)."""
     n_c = p.inv_b.shape[0]
-    n, d = p.Xte.shape
-    for l in prange(n_c):
-        s = 0.0
+    n = p.Xte_t.shape[1]
+    for blk in prange((n_c + ROW_BLOCK - 1) // ROW_BLOCK):
+        hi = min(n_c, (blk + 1) * ROW_BLOCK)
         if p.stored:
-            for j in range(n):
-                s += p.At[l, j] * r[j]
-            gt[l] = s
+            for l in range(blk * ROW_BLOCK, hi):
+                gt[l] = dot_lanes(p.At[l], r)
         else:
-            for j in range(n):
-                q = 0.0
-                for c in range(d):
-                    t = p.C[l, c] - p.Xte[j, c]
-                    q += t * t
-                s += np.exp(-p.gamma * q) * r[j]
-            gt[l] = s * p.inv_b[l]
+            row = np.empty(n)
+            scale = np.empty(n)
+            low = np.empty(n)
+            for l in range(blk * ROW_BLOCK, hi):
+                kernel_row(p.C[l], p.Xte_t, p.gamma, row, scale, low)
+                gt[l] = dot_lanes(row, r) * p.inv_b[l]
 
 
 

@@ -72,7 +72,7 @@ def estimate_weights(
         ``docs/shift.md``.
     polish : bool
         Beyond the paper: the solver runs until its gap is below
-        ``1e-2 * n_test`` (or ``tol``, ``max_iter``), then a fully-corrective
+        ``n_test`` (or ``tol``, ``max_iter``), then a fully-corrective
         Newton polish on the active set closes the long tail (MATH §5); it
         starts from the 64 largest atoms and adds atoms with positive gaps.
         ``gap_before_polish`` reports where it took over.
