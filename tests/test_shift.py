@@ -94,7 +94,7 @@ def test_kernels_match_numpy(small):
     A, b = _numpy_problem(Xtr, Xte, Xte[:30], SIGMA)
     prob, b2, keep = shift.kliep.build_problem(Xtr, Xte, Xte[:30], SIGMA)
     np.testing.assert_allclose(b2, b, rtol=1e-13)
-    np.testing.assert_allclose(prob.At, (A / b).T, rtol=1e-13)
+    np.testing.assert_allclose(prob.A, A / b, rtol=1e-13)
     r = np.random.default_rng(0).uniform(0.5, 2, Xte.shape[0])
     gt = np.empty(30)
     kp.gradient(prob, r, gt)

@@ -63,15 +63,21 @@ def _add_candidates(gt, mg, mu, S, k, n_add):
 def _newton(p, mu, S, k, r, buf):
     """The Newton step on the support's face: ``(E, delta, dec, ok)``.
 
-    ``E`` holds the support's rows of ``At``, ``delta`` the step in ``mu[S]``
+    ``E`` holds the support's columns of ``A / b`` (as rows), ``delta`` the step in ``mu[S]``
     (``sum delta = 0``, the constraint eliminated through its multiplier) and
     ``dec`` the predicted increase ``g . delta``; ``ok`` is False when the
     Hessian is not numerically positive definite.
     """
     n = r.shape[0]
     E = np.empty((k, n))
-    for q in range(k):
-        E[q] = _row(p, S[q], buf)
+    if p.stored:  # the support's columns of A, gathered row by row (A is stored by test point)
+        for j in range(n):
+            row = p.A[j]
+            for q in range(k):
+                E[q, j] = row[S[q]]
+    else:
+        for q in range(k):
+            E[q] = _row(p, S[q], buf)
     Er = np.empty((k, n))
     g = np.zeros(k)
     for q in range(k):
@@ -151,7 +157,7 @@ def _move(mu, S, k, delta, rho, t_max, q_hit):
 def polish(p, mu, tol, max_outer, max_inner, tau, gaps, stop):
     """Fully-corrective Newton polish (beyond [CS]; MATH §5), from ``mu`` (in place).
 
-    Outer loop: one gradient ``At (1/z)``, the duality gap (the certificate),
+    Outer loop: one gradient ``(A / b)^T (1/z)``, the duality gap (the certificate),
     then the FW vertex and up to ``N_ADD - 1`` further atoms with positive
     gaps join the support and ``F`` is maximised over the
     support's face of the simplex by Newton steps with the equality

@@ -10,16 +10,16 @@ KLIEP maximises ``F(alpha) = sum_j log (A alpha)_j`` over
 ([CS] Eq. 4).  Every solver here works in the simplex coordinates
 ``mu = b * alpha`` (the paper's atoms, ``alpha = sum_l mu_l beta^(l)``):
 
-* ``At[l, j] = A[j, l] / b_l`` (the scaled kernel, stored transposed so that
-  a centre's column is a contiguous row);
-* ``z = At^T mu = A alpha`` (kept up to date in O(n_te) per step);
-* ``gt = At (1 / z) = g * beta`` — the paper's ``g ⊙ beta`` ([CS] Eq. 3–4),
+* the scaled kernel ``A[j, l] / b_l`` (stored as ``p.A``, by test point:
+  the gradient streams its rows);
+* ``z = (A / b) mu = A alpha`` (kept up to date in O(n_te) per step);
+* ``gt = (A / b)^T (1 / z) = g * beta`` — the paper's ``g ⊙ beta`` ([CS] Eq. 3–4),
   the one O(n_te n_c) product of an iteration;
 * the duality gap ``<g, d_FW> = max_l gt_l - mu^T gt`` (``mu^T gt = n_te`` in
   exact arithmetic).
 
 The problem travels as a :class:`KliepProblem`.  With ``stored = False`` the
-matrix ``At`` is never formed: rows are recomputed from ``Xte``/``C`` when
+matrix is never formed: a centre's column is recomputed from ``Xte``/``C`` when
 needed (memory O(n_te + n_c), one ``exp`` per entry and iteration).
 """
 
@@ -31,7 +31,7 @@ import numpy as np
 from numba import prange
 
 from fastsm._kernels.linesearch import backtrack
-from fastsm._kernels.rbf import exp_neg_scaled, sqdist_row
+from fastsm._kernels.rbf import kernel_row
 from fastsm.config import kernel
 
 FW = 0
@@ -56,7 +56,7 @@ MAX_BACKTRACK = 60
 class KliepProblem(NamedTuple):
     """A KLIEP problem in simplex coordinates (what the solvers need, nothing else)."""
 
-    At: np.ndarray  # n_c × n_te scaled kernel A^T / b, or 0 × 0 when not stored
+    A: np.ndarray  # n_te × n_c scaled kernel A / b (column l: centre l), or 0 × 0 when not stored
     Xte: np.ndarray  # n_te × d test inputs
     Xte_t: np.ndarray  # d × n_te: Xte transposed, C-ordered (kernel rows vectorise along it)
     C: np.ndarray  # n_c × d centres
@@ -88,16 +88,18 @@ class FWTrace(NamedTuple):
 
 #: Rows of a kernel block per parallel task (each task owns its ``exp`` scratch).
 ROW_BLOCK = 16
+#: Test points per partial sum of the gradient: a fixed split, so the result does not depend on the threads.
+GRADIENT_CHUNK = 256
 
 
 @kernel()
 def dot_lanes(a, x):
     """``sum_j a[j] x[j]`` in eight interleaved partial sums, combined pairwise.
 
-    The order of the additions is fixed by the code (no fast-math
-    reassociation needed), so LLVM's SLP vectoriser packs the eight lanes
-    into vector registers and the result does not depend on how it was
-    compiled (cold or cached) or on the thread count.
+    The order of the additions is fixed by the code (fast-math here has no
+    reassociation), so the result does not depend on how the kernel was
+    compiled (cold or cached) or on the thread count; eight independent
+    chains run ~3x faster than one.
     """
     n = a.shape[0]
     m = n - n % 8
@@ -138,14 +140,6 @@ def sum_lanes(a):
     return (((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))) + t
 
 
-@kernel()
-def kernel_row(c, Xt, gamma, out, scale, low):
-    """``out[j] = exp(-gamma ||c - x_j||^2)`` from transposed points ``Xt`` (d×n), vectorised
-    (:func:`~fastsm._kernels.rbf.sqdist_row`, :func:`~fastsm._kernels.rbf.exp_neg_scaled`)."""
-    sqdist_row(c, Xt, 0, out)
-    exp_neg_scaled(out, gamma, scale, low)
-
-
 @kernel(parallel=True)
 def center_means(C, Xt, gamma, out):
     """``out[l] = mean_i exp(-gamma ||C_l - X_i||^2)`` without storing the block ([CS] Eq. 4);
@@ -162,51 +156,88 @@ def center_means(C, Xt, gamma, out):
 
 
 @kernel(parallel=True)
-def scaled_kernel(C, Xt, gamma, inv_b, At):
-    """``At[l, j] = exp(-gamma ||C_l - x_j||^2) / b_l`` (built in parallel over blocks of centres);
-    ``Xt``: the points transposed (d×n)."""
-    n_c = C.shape[0]
-    n = Xt.shape[1]
-    for blk in prange((n_c + ROW_BLOCK - 1) // ROW_BLOCK):
-        scale = np.empty(n)
-        low = np.empty(n)
-        for l in range(blk * ROW_BLOCK, min(n_c, (blk + 1) * ROW_BLOCK)):
-            row = At[l]
-            kernel_row(C[l], Xt, gamma, row, scale, low)
-            for j in range(n):
-                row[j] *= inv_b[l]
+def scaled_kernel(X, Ct, gamma, inv_b, A):
+    """``A[j, l] = exp(-gamma ||x_j - C_l||^2) / b_l`` (built in parallel over blocks of points);
+    ``Ct``: the centres transposed (d×n_c)."""
+    n = X.shape[0]
+    n_c = Ct.shape[1]
+    for blk in prange((n + ROW_BLOCK - 1) // ROW_BLOCK):
+        scale = np.empty(n_c)
+        low = np.empty(n_c)
+        for j in range(blk * ROW_BLOCK, min(n, (blk + 1) * ROW_BLOCK)):
+            row = A[j]
+            kernel_row(X[j], Ct, gamma, row, scale, low)
+            for l in range(n_c):
+                row[l] *= inv_b[l]
 
 
 
 @kernel()
 def _row(p, l, buf):
-    """Row ``l`` of ``At`` (a view when stored, else computed into ``buf``)."""
-    if p.stored:
-        return p.At[l]
+    """Column ``l`` of ``A`` (centre ``l`` at every test point) into ``buf``; returns ``buf``."""
     n = buf.shape[0]
+    if p.stored:
+        for j in range(n):
+            buf[j] = p.A[j, l]
+        return buf
     kernel_row(p.C[l], p.Xte_t, p.gamma, buf, np.empty(n), np.empty(n))
     for j in range(n):
         buf[j] *= p.inv_b[l]
     return buf
 
 
+@kernel()
+def _columns_into(A, r, j0, j1, out):
+    """``out += sum_{j0 <= j < j1} r_j A[j]``, eight rows per pass over ``out`` (each entry summed in ``j``
+    order: the unrolling changes no rounding)."""
+    n_c = out.shape[0]
+    j = j0
+    while j + 8 <= j1:
+        a0, a1, a2, a3 = A[j], A[j + 1], A[j + 2], A[j + 3]
+        a4, a5, a6, a7 = A[j + 4], A[j + 5], A[j + 6], A[j + 7]
+        r0, r1, r2, r3 = r[j], r[j + 1], r[j + 2], r[j + 3]
+        r4, r5, r6, r7 = r[j + 4], r[j + 5], r[j + 6], r[j + 7]
+        for l in range(n_c):
+            s = ((out[l] + a0[l] * r0) + a1[l] * r1) + a2[l] * r2
+            s = ((s + a3[l] * r3) + a4[l] * r4) + a5[l] * r5
+            out[l] = (s + a6[l] * r6) + a7[l] * r7
+        j += 8
+    while j < j1:
+        a0 = A[j]
+        r0 = r[j]
+        for l in range(n_c):
+            out[l] += a0[l] * r0
+        j += 1
+
+
 
 @kernel(parallel=True)
 def gradient(p, r, gt):
-    """``gt = At r`` in parallel over blocks of centres; each entry one :func:`dot_lanes` (its order fixed,
-    independent of the thread count)."""
+    """``gt = A^T r``.
+
+    Stored: partial sums over fixed chunks of ``GRADIENT_CHUNK`` test points
+    in parallel (rows of ``A`` streamed, the loop over centres vectorised),
+    added in chunk order — the result does not depend on the thread count.
+    Matrix-free: a kernel row per centre, in parallel over blocks of centres.
+    """
     n_c = p.inv_b.shape[0]
     n = p.Xte_t.shape[1]
-    for blk in prange((n_c + ROW_BLOCK - 1) // ROW_BLOCK):
-        hi = min(n_c, (blk + 1) * ROW_BLOCK)
-        if p.stored:
-            for l in range(blk * ROW_BLOCK, hi):
-                gt[l] = dot_lanes(p.At[l], r)
-        else:
+    if p.stored:
+        n_ch = (n + GRADIENT_CHUNK - 1) // GRADIENT_CHUNK
+        part = np.zeros((n_ch, n_c))
+        for c in prange(n_ch):
+            _columns_into(p.A, r, c * GRADIENT_CHUNK, min(n, (c + 1) * GRADIENT_CHUNK), part[c])
+        for l in range(n_c):
+            gt[l] = part[0, l]
+        for c in range(1, n_ch):
+            for l in range(n_c):
+                gt[l] += part[c, l]
+    else:
+        for blk in prange((n_c + ROW_BLOCK - 1) // ROW_BLOCK):
             row = np.empty(n)
             scale = np.empty(n)
             low = np.empty(n)
-            for l in range(blk * ROW_BLOCK, hi):
+            for l in range(blk * ROW_BLOCK, min(n_c, (blk + 1) * ROW_BLOCK)):
                 kernel_row(p.C[l], p.Xte_t, p.gamma, row, scale, low)
                 gt[l] = dot_lanes(row, r) * p.inv_b[l]
 
@@ -214,7 +245,16 @@ def gradient(p, r, gt):
 
 @kernel()
 def combine(p, mu, z, buf):
-    """``z = At^T mu`` over the nonzero entries of ``mu`` (O(n_te · nnz))."""
+    """``z = A mu`` over the nonzero entries of ``mu`` (O(n_te · nnz); each ``z_j`` summed in centre order)."""
+    if p.stored:
+        idx = np.flatnonzero(mu)
+        for j in range(z.shape[0]):
+            row = p.A[j]
+            s = 0.0
+            for q in range(idx.shape[0]):
+                s += mu[idx[q]] * row[idx[q]]
+            z[j] = s
+        return
     z[:] = 0.0
     for l in range(mu.shape[0]):
         if mu[l] != 0.0:

@@ -196,13 +196,12 @@ def build_problem(X_train, X_test, C, sigma: float, *, stored: bool | None = Non
     inv_b = 1.0 / b
     if stored is None:
         stored = C.shape[0] * X_test.shape[0] * 8 <= MAX_STORED_BYTES
-    Xte_t = np.ascontiguousarray(X_test.T)
     if stored:
-        At = np.empty((C.shape[0], X_test.shape[0]))
-        kp.scaled_kernel(C, Xte_t, gamma, inv_b, At)
+        A = np.empty((X_test.shape[0], C.shape[0]))
+        kp.scaled_kernel(X_test, np.ascontiguousarray(C.T), gamma, inv_b, A)
     else:
-        At = np.empty((0, 0))
-    return kp.KliepProblem(At, X_test, Xte_t, C, gamma, inv_b, bool(stored)), b, keep
+        A = np.empty((0, 0))
+    return kp.KliepProblem(A, X_test, np.ascontiguousarray(X_test.T), C, gamma, inv_b, bool(stored)), b, keep
 
 
 def _start(problem, b: np.ndarray) -> np.ndarray:
@@ -314,11 +313,11 @@ def _fit(X_train, X_test, C, sigma, solver, *, max_iter, tol, ftol, polish, thre
 def _evaluate(C: np.ndarray, coef: np.ndarray, X: np.ndarray, gamma: float) -> np.ndarray:
     nz = np.flatnonzero(coef > 0.0)
     out = np.empty(X.shape[0])
-    inv = np.zeros(nz.size)  # scaled_kernel's row scale: coef as the per-centre factor
+    inv = np.zeros(nz.size)  # scaled_kernel's per-centre factor: coef
     inv[:] = coef[nz]
-    Kt = np.empty((nz.size, X.shape[0]))
-    kp.scaled_kernel(np.ascontiguousarray(C[nz]), np.ascontiguousarray(X.T), gamma, inv, Kt)
-    out[:] = Kt.sum(axis=0) if nz.size else 0.0
+    K = np.empty((X.shape[0], nz.size))
+    kp.scaled_kernel(X, np.ascontiguousarray(C[nz].T), gamma, inv, K)
+    out[:] = K.sum(axis=1) if nz.size else 0.0
     return out
 
 
