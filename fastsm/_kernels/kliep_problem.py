@@ -98,8 +98,9 @@ def dot_lanes(a, x):
 
     The order of the additions is fixed by the code (fast-math here has no
     reassociation), so the result does not depend on how the kernel was
-    compiled (cold or cached) or on the thread count; eight independent
-    chains run ~3x faster than one.
+    compiled (cold or cached) or on the thread count.  Eight independent
+    chains instead of one: the n = 2000 KLIEP gradient 1.96 -> 0.86 ms
+    (the matrix-free path's dot; the stored path streams rows instead).
     """
     n = a.shape[0]
     m = n - n % 8
