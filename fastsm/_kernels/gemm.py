@@ -295,11 +295,19 @@ def tri_products(work, M0, M1, ops, m, plan, nthreads):
     changes no result).  With ``plan.rows`` the factors come in symmetric storage and every row
     is computed by :func:`~fastsm._kernels.tri_rows.rows_product`, in chunks of at most
     :data:`ROW_CHUNK` rows (no padding); with ``plan.solve`` the factors are Cholesky factors
-    ``L`` and ``M x`` reads ``L^-1 x`` (substitutions, same function).
+    ``L`` and ``M x`` reads ``L^-1 x`` (substitutions, same function); on one thread all ``m`` rows
+    go to it in one call per product, outside any parallel region (its launch cost ~1 µs, a tenth
+    of a ``K = 200`` product).
     """
     nprod = ops.shape[0]
     groups = max(1, nthreads // nprod)
-    if plan.rows:  # no padding: chunks of at most ROW_CHUNK rows, one task each
+    if plan.rows and nthreads == 1:  # every row by the same loops, without a parallel region's launch
+        for g in range(nprod):
+            if ops[g, 1] == 0:
+                rows_product(work[ops[g, 0]], 0, m, M0, ops[g, 2] == 1, work[ops[g, 3]], plan.solve)
+            else:
+                rows_product(work[ops[g, 0]], 0, m, M1, ops[g, 2] == 1, work[ops[g, 3]], plan.solve)
+    elif plan.rows:  # no padding: chunks of at most ROW_CHUNK rows, one task each
         chunk = max(1, min(ROW_CHUNK, (m + groups - 1) // groups))
         nc = (m + chunk - 1) // chunk
         for task in prange(nprod * nc):
