@@ -3,7 +3,9 @@
 The NumPy references take the factor's columns (forward) or rows (backward) one at a time, each
 step one rounded product and one rounded difference per entry, in the order the module
 documents: the kernels do exactly that (no fused multiply-add, no reassociation), for one row and
-for four rows per sweep, so every row's result is fixed by its own data whatever the batch.
+for four rows per sweep, so every row's result is fixed by its own data whatever the batch.  The
+one-row substitutions take eight columns of the factor per sweep (every order ``n`` below, above
+and at multiples of eight is checked).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ def _factor(n, rng):
     return np.linalg.cholesky(B @ B.T / n + np.eye(n))
 
 
-@pytest.mark.parametrize("n", [1, 3, 4, 7, 8, 9, 13, 16, 64, 203])
+@pytest.mark.parametrize("n", [1, 3, 4, 7, 8, 9, 13, 15, 16, 17, 24, 64, 203])
 @pytest.mark.parametrize("h", [1, 3, 4, 5, 9])
 def test_substitutions_are_the_column_and_row_sweeps(n, h):
     rng = np.random.default_rng(n * 10 + h)

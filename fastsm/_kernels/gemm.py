@@ -279,7 +279,7 @@ def plan_products(K, m, M1, M2, nprod, P1, P2, plan, nthreads):
             gemm_tile(K, starts[i], heights[i], M2, c0, w, P2, starts[i], scal)
 
 
-@kernel(parallel=True)
+@kernel()
 def tri_products(work, M0, M1, ops, m, plan, nthreads):
     """Products of row buffers with lower-triangular factors, by the plan's row tiles (:func:`trmm_tile`).
 
@@ -296,18 +296,26 @@ def tri_products(work, M0, M1, ops, m, plan, nthreads):
     is computed by :func:`~fastsm._kernels.tri_rows.rows_product`, in chunks of at most
     :data:`ROW_CHUNK` rows (no padding); with ``plan.solve`` the factors are Cholesky factors
     ``L`` and ``M x`` reads ``L^-1 x`` (substitutions, same function); on one thread all ``m`` rows
-    go to it in one call per product, outside any parallel region (its launch cost ~1 µs, a tenth
-    of a ``K = 200`` product).
+    go to it in one call per product, in this function, which is not compiled for threads: entering
+    one that is (:func:`_parallel_products`) costs about 2 µs even where it launches nothing, two
+    thirds of a ``K = 200`` substitution.
     """
-    nprod = ops.shape[0]
-    groups = max(1, nthreads // nprod)
-    if plan.rows and nthreads == 1:  # every row by the same loops, without a parallel region's launch
-        for g in range(nprod):
+    if plan.rows and nthreads == 1:
+        for g in range(ops.shape[0]):
             if ops[g, 1] == 0:
                 rows_product(work[ops[g, 0]], 0, m, M0, ops[g, 2] == 1, work[ops[g, 3]], plan.solve)
             else:
                 rows_product(work[ops[g, 0]], 0, m, M1, ops[g, 2] == 1, work[ops[g, 3]], plan.solve)
-    elif plan.rows:  # no padding: chunks of at most ROW_CHUNK rows, one task each
+    else:
+        _parallel_products(work, M0, M1, ops, m, plan, nthreads)
+
+
+@kernel(parallel=True)
+def _parallel_products(work, M0, M1, ops, m, plan, nthreads):
+    """:func:`tri_products` on threads: row chunks (row loops) or DTRMM tiles, one task each."""
+    nprod = ops.shape[0]
+    groups = max(1, nthreads // nprod)
+    if plan.rows:  # no padding: chunks of at most ROW_CHUNK rows, one task each
         chunk = max(1, min(ROW_CHUNK, (m + groups - 1) // groups))
         nc = (m + chunk - 1) // chunk
         for task in prange(nprod * nc):

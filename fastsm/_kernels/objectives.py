@@ -232,7 +232,7 @@ def _ops(rows):
     return out
 
 
-@kernel(parallel=True)
+@kernel()
 def evaluate_rows(obj, pts, idx, Yt, out, prod, cubic, held):
     """Evaluate objective and gradient at ``Yt[r]`` for points ``idx[r]``.
 
@@ -261,57 +261,75 @@ def evaluate_rows(obj, pts, idx, Yt, out, prod, cubic, held):
     Its kernel entry is zeroed and every forward product is projected onto the model of the
     ``N-1`` remaining points (:func:`project_out`) before the backward products.
 
-    On one thread (``prod.nthreads == 1``: a local model's prediction) the per-row steps run in
-    plain loops: a parallel region's launch costs about 1 µs, a twentieth of a ``K = 200``
-    evaluation, and there are up to eight per call.
+    On one thread (``prod.nthreads == 1``: a local model's prediction) every step runs in plain
+    loops in functions not compiled for threads (:func:`_rows`): entering one that is costs 1–4 µs
+    even where it launches nothing, and a ``K = 200`` evaluation takes about 12 µs.
     """
     m = idx.shape[0]
     Zt = np.ascontiguousarray(obj.Z.T)
     work = prod.work
-    serial = prod.nthreads == 1  # the same per-row calls in plain loops: no parallel region to launch
-    if serial:
-        for r in range(m):
-            _kernel_row(obj, r, idx, Yt, Zt, work, held)
-    else:
-        for r in prange(m):
-            _kernel_row(obj, r, idx, Yt, Zt, work, held)
+    nt = prod.nthreads
+    _rows(_KROW, obj, pts, idx, Yt, Zt, work, out, held, nt)
     if cubic is not None:
-        for r in prange(m):
-            _cubic_row(obj, pts, r, idx, Yt, work[_K], cubic, out)
+        _cubic_rows(obj, pts, idx, Yt, work[_K], cubic, out)
         return
     W1, W2 = obj.W1, obj.W2
     if obj.method == KL:
-        tri_products(work, W1, W2, _ops(((_K, 0, 1, _Z1),)), m, prod.plan, prod.nthreads)
+        tri_products(work, W1, W2, _ops(((_K, 0, 1, _Z1),)), m, prod.plan, nt)
     elif obj.method == SM:
-        tri_products(work, W1, W2, _ops(((_K, 0, 1, _Z1), (_K, 1, 1, _Z2))), m, prod.plan, prod.nthreads)
+        tri_products(work, W1, W2, _ops(((_K, 0, 1, _Z1), (_K, 1, 1, _Z2))), m, prod.plan, nt)
     else:
-        tri_products(work, W1, W2, _ops(((_K, 0, 1, _Z1),)), m, prod.plan, prod.nthreads)
-    if serial:
-        for r in range(m):
-            _middle(obj, pts, r, idx, work, out, held)
-    else:
-        for r in prange(m):
-            _middle(obj, pts, r, idx, work, out, held)
+        tri_products(work, W1, W2, _ops(((_K, 0, 1, _Z1),)), m, prod.plan, nt)
+    _rows(_MIDDLE, obj, pts, idx, Yt, Zt, work, out, held, nt)
     if obj.method == KL:
-        tri_products(work, W1, W2, _ops(((_Z1, 0, 0, _R1),)), m, prod.plan, prod.nthreads)
+        tri_products(work, W1, W2, _ops(((_Z1, 0, 0, _R1),)), m, prod.plan, nt)
     elif obj.method == SM:
-        tri_products(work, W1, W2, _ops(((_Z1, 0, 0, _R1), (_Z2, 1, 0, _R2))), m, prod.plan, prod.nthreads)
+        tri_products(work, W1, W2, _ops(((_Z1, 0, 0, _R1), (_Z2, 1, 0, _R2))), m, prod.plan, nt)
     else:
-        tri_products(work, W1, W2, _ops(((_Z1, 1, 0, _Z2),)), m, prod.plan, prod.nthreads)  # t = G^T z
-        tri_products(work, W1, W2, _ops(((_Z2, 1, 1, _R1),)), m, prod.plan, prod.nthreads)  # s = G t
-        if serial:
-            for r in range(m):
-                _ikl_direction(obj, pts, r, idx, work, out, held)
-        else:
-            for r in prange(m):
-                _ikl_direction(obj, pts, r, idx, work, out, held)
-        tri_products(work, W1, W2, _ops(((_R1, 0, 0, _R2),)), m, prod.plan, prod.nthreads)  # W_Y^T q
-    if serial:
-        for r in range(m):
-            _row_value_grad(obj, pts, r, idx, Yt, work, out, held)
+        tri_products(work, W1, W2, _ops(((_Z1, 1, 0, _Z2),)), m, prod.plan, nt)  # t = G^T z
+        tri_products(work, W1, W2, _ops(((_Z2, 1, 1, _R1),)), m, prod.plan, nt)  # s = G t
+        _rows(_IKL, obj, pts, idx, Yt, Zt, work, out, held, nt)
+        tri_products(work, W1, W2, _ops(((_R1, 0, 0, _R2),)), m, prod.plan, nt)  # W_Y^T q
+    _rows(_VALUE, obj, pts, idx, Yt, Zt, work, out, held, nt)
+
+
+#: Per-row steps of :func:`evaluate_rows` (:func:`_row_step`).
+_KROW, _MIDDLE, _IKL, _VALUE = 0, 1, 2, 3
+
+
+@kernel()
+def _row_step(step, obj, pts, r, idx, Yt, Zt, work, out, held):
+    if step == _KROW:
+        _kernel_row(obj, r, idx, Yt, Zt, work, held)
+    elif step == _MIDDLE:
+        _middle(obj, pts, r, idx, work, out, held)
+    elif step == _IKL:
+        _ikl_direction(obj, pts, r, idx, work, out, held)
     else:
-        for r in prange(m):
-            _row_value_grad(obj, pts, r, idx, Yt, work, out, held)
+        _row_value_grad(obj, pts, r, idx, Yt, work, out, held)
+
+
+@kernel()
+def _rows(step, obj, pts, idx, Yt, Zt, work, out, held, nthreads):
+    """One per-row step of :func:`evaluate_rows` for every row: in a plain loop on one thread, else
+    one task per row (:func:`_rows_parallel`)."""
+    if nthreads == 1:
+        for r in range(idx.shape[0]):
+            _row_step(step, obj, pts, r, idx, Yt, Zt, work, out, held)
+    else:
+        _rows_parallel(step, obj, pts, idx, Yt, Zt, work, out, held)
+
+
+@kernel(parallel=True)
+def _rows_parallel(step, obj, pts, idx, Yt, Zt, work, out, held):
+    for r in prange(idx.shape[0]):
+        _row_step(step, obj, pts, r, idx, Yt, Zt, work, out, held)
+
+
+@kernel(parallel=True)
+def _cubic_rows(obj, pts, idx, Yt, Kbuf, cubic, out):
+    for r in prange(idx.shape[0]):
+        _cubic_row(obj, pts, r, idx, Yt, Kbuf, cubic, out)
 
 
 @kernel()
