@@ -1,0 +1,110 @@
+"""Where a batched SMTGP evaluation's time goes, part by part, against the same run's DGEMM (#31 item 2).
+
+One evaluation of ``B`` points of ``bench.make_problem(N)`` (dy = 16) by
+:func:`fastsm._kernels.objectives.evaluate_rows`, then each of its parts alone on the same data
+and threads: the kernel rows, the two forward triangular products (``W_Y k``, ``W_XY k``), the
+per-row work between them, the two backward products and the O(N dy) value and gradient.  Each
+part's share is of the ideal time, ``4 N^2 B`` flops at the same run's DGEMM rate
+(:func:`fastsm.cli.bench.dgemm_gflops`); the products' own rate is quoted as GFLOP/s of their
+``2 N^2 B`` flops.  A single-thread DTRMM against DGEMM at the products' tile shape shows the
+ceiling the triangular products have on this BLAS.  Best of repeats, JIT excluded.
+
+Run: ``python benchmarks/evaluation_parts.py --sizes 1000 2000 --batches 200 1000``
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numba
+import numpy as np
+from numba import njit, prange
+from scipy.linalg import blas
+from threadpoolctl import threadpool_limits
+
+from fastsm._kernels import objectives as O
+from fastsm._kernels.gemm import tri_products
+from fastsm._kernels.objectives import Evaluations, Points, Products, _ops, workspace
+from fastsm._kernels.rbf import kernel_row
+from fastsm.cli.bench import best_of, dgemm_gflops, make_problem
+from fastsm.tgp import prediction as api
+
+
+@njit(parallel=True)
+def _kernel_rows(obj, Yt, work, m):
+    Zt = np.ascontiguousarray(obj.Z.T)
+    for r in prange(m):
+        kernel_row(Yt[r], Zt, obj.gamma, work[O._K, r], work[O._R1, r], work[O._R2, r])
+
+
+@njit(parallel=True)
+def _middle_rows(obj, pts, idx, work, out, m):
+    for r in prange(m):
+        O._middle(obj, pts, r, idx, work, out, None)
+
+
+@njit(parallel=True)
+def _value_rows(obj, pts, idx, Yt, work, out, m):
+    for r in prange(m):
+        O._row_value_grad(obj, pts, r, idx, Yt, work, out, None)
+
+
+def parts(n: int, b: int) -> dict:
+    model, X, Y = make_problem(n, dy=16, n_test=b)
+    F, eta_x, _, _ = api._point_data(model, X, "sm")
+    obj = api._objective(model, "sm", 1.0)
+    plan = api.products_plan(model)
+    nt = numba.get_num_threads()
+    work = workspace(b, n, plan.heights[0])
+    pts, idx, Yt = Points(F, eta_x), np.arange(b), np.ascontiguousarray(Y)
+    out = Evaluations(np.empty(b), np.empty(Y.shape), np.empty(b), np.empty(b), np.zeros(b, dtype=np.int64))
+    prod = Products(work, plan, nt)
+    fwd = _ops(((O._K, 0, 1, O._Z1), (O._K, 1, 1, O._Z2)))
+    bwd = _ops(((O._Z1, 0, 0, O._R1), (O._Z2, 1, 0, O._R2)))
+    t = {"whole evaluation": best_of(lambda: O.evaluate_rows(obj, pts, idx, Yt, out, prod, None, None), 5, 1.0),
+         "kernel rows": best_of(lambda: _kernel_rows(obj, Yt, work, b), 5, 1.0),
+         "forward products": best_of(lambda: tri_products(work, obj.W1, obj.W2, fwd, b, plan, nt), 5, 1.0),
+         "per-row work": best_of(lambda: _middle_rows(obj, pts, idx, work, out, b), 5, 1.0),
+         "backward products": best_of(lambda: tri_products(work, obj.W1, obj.W2, bwd, b, plan, nt), 5, 1.0),
+         "value and gradient": best_of(lambda: _value_rows(obj, pts, idx, Yt, work, out, b), 5, 1.0)}
+    return {"t": t, "dgemm": dgemm_gflops(n, b, None), "tile": int(min(plan.heights[0], -(-b // nt)))}
+
+
+def trmm_ceiling(n: int, h: int) -> tuple[float, float]:
+    """Single-thread GFLOP/s of a DTRMM (``h × n`` rows times a lower-triangular ``n × n``, n^2 h
+    flops) and of a DGEMM with the full ``n × n`` matrix (2 n^2 h flops)."""
+    rng = np.random.default_rng(0)
+    W = np.asfortranarray(np.tril(rng.standard_normal((n, n))))
+    X = np.asfortranarray(rng.standard_normal((h, n)))
+    with threadpool_limits(1, user_api="blas"):
+        t_trmm = best_of(lambda: blas.dtrmm(1.0, W, X, side=1, lower=1, trans_a=1), 5, 1.0)
+        t_gemm = best_of(lambda: blas.dgemm(1.0, X, W, trans_b=1), 5, 1.0)
+    return n * n * h / t_trmm / 1e9, 2.0 * n * n * h / t_gemm / 1e9
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 2000])
+    ap.add_argument("--batches", type=int, nargs="+", default=[200, 1000])
+    args = ap.parse_args()
+    print(f"threads = {numba.get_num_threads()}; shares of the ideal time 4 N^2 B / DGEMM rate")
+    for n in args.sizes:
+        for b in args.batches:
+            r = parts(n, b)
+            ideal = 4.0 * n * n * b / r["dgemm"] / 1e9
+            print(f"N = {n}, B = {b}: DGEMM {r['dgemm']:.1f} GFLOP/s, ideal {ideal * 1e3:.2f} ms")
+            for name, sec in r["t"].items():
+                rate = ""
+                if "products" in name:
+                    g = 2.0 * n * n * b / sec / 1e9
+                    rate = f"  {g:6.1f} GFLOP/s ({g / r['dgemm']:.0%} of DGEMM)"
+                elif name == "whole evaluation":
+                    rate = f"  {4.0 * n * n * b / sec / 1e9:6.1f} GFLOP/s ({ideal / sec:.0%} of DGEMM)"
+                print(f"  {name:20s} {sec * 1e3:8.3f} ms {sec / ideal:6.1%}{rate}")
+            trmm, gemm = trmm_ceiling(n, r["tile"])
+            print(f"  one thread, {r['tile']}-row tile: DTRMM {trmm:.1f} GFLOP/s, DGEMM {gemm:.1f} GFLOP/s "
+                  f"(DTRMM {trmm / gemm:.0%} of DGEMM)")
+
+
+if __name__ == "__main__":
+    main()
