@@ -141,10 +141,11 @@ def knn_rows(loc, Xq, members, Y0, run, plan, stop, out):
                 continue
         Xr, Yr, Wx, Wy, Wxy = read_only(Xm), read_only(Ym), read_only(S[0]), read_only(S[1]), read_only(S[2])
         fit = Fitted(Xr, Yr, read_only(coef), loc.gamma_x, 1.0 + loc.lambda_x, loc.floor, Wx, Wy, Wxy, spread)
+        Zt = np.ascontiguousarray(Ym.T)
         kl = Objective(KL, Yr, loc.gamma_y, 1.0 + loc.lambda_y, 1.0 + loc.lambda_x, loc.alpha, loc.beta, loc.floor,
-                       Wy, Wy, logdet[1], logdet[0])
+                       Wy, Wy, logdet[1], logdet[0], Zt)
         sm = Objective(SM, Yr, loc.gamma_y, 1.0 + loc.lambda_y, 1.0 + loc.lambda_x, loc.alpha, 1.0, loc.floor,
-                       Wy, Wxy, logdet[1], logdet[0])
+                       Wy, Wxy, logdet[1], logdet[0], Zt)
         Y, f, n_iter, n_eval, cv, hits, eta_y, eta_xy, eta_x, ex = predict_rows(fit, kl, sm, xq, y0, run, plan, stop)
         out.y[q] = Y[0]
         out.criterion[q] = f[0]

@@ -338,7 +338,7 @@ def _objective(model: TGPModel, method: str, beta: float) -> obj.Objective:
     p = model.params
     return obj.Objective(_METHOD_CODE[method], model.Y, p.widths()[1], 1.0 + p.lambda_y, 1.0 + p.lambda_x, p.alpha,
                          float(beta), _floor(model.params), *_factors(model, method), float(model.logdet_y),
-                         float(model.logdet_x))
+                         float(model.logdet_x), np.ascontiguousarray(model.Y.T))
 
 
 def _log_certainty(model: TGPModel, Yb: np.ndarray, eta_x, Gxy, *, held=None) -> np.ndarray:
