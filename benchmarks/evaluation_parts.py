@@ -24,7 +24,7 @@ from threadpoolctl import threadpool_limits
 
 from fastsm._kernels import objectives as O
 from fastsm._kernels.gemm import tri_products
-from fastsm._kernels.objectives import Evaluations, Points, Products, _ops, workspace
+from fastsm._kernels.objectives import Evaluations, Points, Products, _ops2, workspace
 from fastsm._kernels.rbf import kernel_row
 from fastsm.cli.bench import best_of, dgemm_gflops, make_problem
 from fastsm.tgp import prediction as api
@@ -59,8 +59,8 @@ def parts(n: int, b: int) -> dict:
     pts, idx, Yt = Points(F, eta_x), np.arange(b), np.ascontiguousarray(Y)
     out = Evaluations(np.empty(b), np.empty(Y.shape), np.empty(b), np.empty(b), np.zeros(b, dtype=np.int64))
     prod = Products(work, plan, nt)
-    fwd = _ops(((O._K, 0, 1, O._Z1), (O._K, 1, 1, O._Z2)))
-    bwd = _ops(((O._Z1, 0, 0, O._R1), (O._Z2, 1, 0, O._R2)))
+    fwd = _ops2(O._K, 0, 1, O._Z1, O._K, 1, 1, O._Z2)
+    bwd = _ops2(O._Z1, 0, 0, O._R1, O._Z2, 1, 0, O._R2)
     t = {"whole evaluation": best_of(lambda: O.evaluate_rows(obj, pts, idx, Yt, out, prod, None, None), 5, 1.0),
          "kernel rows": best_of(lambda: _kernel_rows(obj, Yt, work, b), 5, 1.0),
          "forward products": best_of(lambda: tri_products(work, obj.W1, obj.W2, fwd, b, plan, nt), 5, 1.0),

@@ -22,7 +22,7 @@ import numpy as np
 from numba import prange
 
 from fastsm._kernels.gemm import tri_products
-from fastsm._kernels.objectives import _K, _R1, _R2, _Z1, _Z2, _cholesky, _cholesky_solve, _ops, project_out
+from fastsm._kernels.objectives import _K, _R1, _R2, _Z1, _Z2, _cholesky, _cholesky_solve, _ops2, project_out
 from fastsm.config import kernel
 
 #: When a point asks for its exact Hessian (``Options.hessian``): first at iteration
@@ -60,7 +60,7 @@ def hessian_rows(obj, rr, idx, Yt, out, work, hess, jprod, held):
             row = jw[_K, q * dy + d]
             for i in range(n):
                 row[i] = -2.0 * gamma * (y[d] - Z[i, d]) * k[i]
-    tri_products(jw, obj.W1, obj.W2, _ops(((_K, 0, 1, _Z1), (_K, 1, 1, _Z2))), m * dy, jprod.plan, jprod.nthreads)
+    tri_products(jw, obj.W1, obj.W2, _ops2(_K, 0, 1, _Z1, _K, 1, 1, _Z2), m * dy, jprod.plan, jprod.nthreads)
     if held is not None:
         for t in prange(m * dy):
             h = held[idx[rr[t // dy]]]

@@ -224,12 +224,20 @@ def workspace(m, n, top):
 
 
 @kernel()
-def _ops(rows):
-    """The ``(source, factor, fwd, target)`` table of one stage of :func:`evaluate_rows`."""
-    out = np.empty((len(rows), 4), dtype=np.int64)
-    for i in range(len(rows)):
-        for c in range(4):
-            out[i, c] = rows[i][c]
+def _ops(source, factor, fwd, target):
+    """The ``(source, factor, fwd, target)`` table of one product of :func:`evaluate_rows`
+    (:func:`~fastsm._kernels.gemm.tri_products`); integers only, so one compiled signature."""
+    out = np.empty((1, 4), dtype=np.int64)
+    out[0, 0], out[0, 1], out[0, 2], out[0, 3] = source, factor, fwd, target
+    return out
+
+
+@kernel()
+def _ops2(s0, f0, d0, t0, s1, f1, d1, t1):
+    """The table of two independent products (:func:`_ops`)."""
+    out = np.empty((2, 4), dtype=np.int64)
+    out[0, 0], out[0, 1], out[0, 2], out[0, 3] = s0, f0, d0, t0
+    out[1, 0], out[1, 1], out[1, 2], out[1, 3] = s1, f1, d1, t1
     return out
 
 
@@ -276,21 +284,21 @@ def evaluate_rows(obj, pts, idx, Yt, out, prod, cubic, held):
         return
     W1, W2 = obj.W1, obj.W2
     if obj.method == KL:
-        tri_products(work, W1, W2, _ops(((_K, 0, 1, _Z1),)), m, prod.plan, nt)
+        tri_products(work, W1, W2, _ops(_K, 0, 1, _Z1), m, prod.plan, nt)
     elif obj.method == SM:
-        tri_products(work, W1, W2, _ops(((_K, 0, 1, _Z1), (_K, 1, 1, _Z2))), m, prod.plan, nt)
+        tri_products(work, W1, W2, _ops2(_K, 0, 1, _Z1, _K, 1, 1, _Z2), m, prod.plan, nt)
     else:
-        tri_products(work, W1, W2, _ops(((_K, 0, 1, _Z1),)), m, prod.plan, nt)
+        tri_products(work, W1, W2, _ops(_K, 0, 1, _Z1), m, prod.plan, nt)
     _rows(_MIDDLE, obj, pts, idx, Yt, Zt, work, out, held, nt)
     if obj.method == KL:
-        tri_products(work, W1, W2, _ops(((_Z1, 0, 0, _R1),)), m, prod.plan, nt)
+        tri_products(work, W1, W2, _ops(_Z1, 0, 0, _R1), m, prod.plan, nt)
     elif obj.method == SM:
-        tri_products(work, W1, W2, _ops(((_Z1, 0, 0, _R1), (_Z2, 1, 0, _R2))), m, prod.plan, nt)
+        tri_products(work, W1, W2, _ops2(_Z1, 0, 0, _R1, _Z2, 1, 0, _R2), m, prod.plan, nt)
     else:
-        tri_products(work, W1, W2, _ops(((_Z1, 1, 0, _Z2),)), m, prod.plan, nt)  # t = G^T z
-        tri_products(work, W1, W2, _ops(((_Z2, 1, 1, _R1),)), m, prod.plan, nt)  # s = G t
+        tri_products(work, W1, W2, _ops(_Z1, 1, 0, _Z2), m, prod.plan, nt)  # t = G^T z
+        tri_products(work, W1, W2, _ops(_Z2, 1, 1, _R1), m, prod.plan, nt)  # s = G t
         _rows(_IKL, obj, pts, idx, Yt, Zt, work, out, held, nt)
-        tri_products(work, W1, W2, _ops(((_R1, 0, 0, _R2),)), m, prod.plan, nt)  # W_Y^T q
+        tri_products(work, W1, W2, _ops(_R1, 0, 0, _R2), m, prod.plan, nt)  # W_Y^T q
     _rows(_VALUE, obj, pts, idx, Yt, Zt, work, out, held, nt)
 
 
@@ -298,7 +306,7 @@ def evaluate_rows(obj, pts, idx, Yt, out, prod, cubic, held):
 _KROW, _MIDDLE, _IKL, _VALUE = 0, 1, 2, 3
 
 
-@kernel()
+@kernel(inline=True)
 def _row_step(step, obj, pts, r, idx, Yt, Zt, work, out, held):
     """Step ``step`` (``_KROW``, ``_MIDDLE``, ``_IKL`` or ``_VALUE``) of :func:`evaluate_rows` for row ``r``."""
     if step == _KROW:
@@ -311,7 +319,7 @@ def _row_step(step, obj, pts, r, idx, Yt, Zt, work, out, held):
         _row_value_grad(obj, pts, r, idx, Yt, work, out, held)
 
 
-@kernel()
+@kernel(inline=True)
 def _rows(step, obj, pts, idx, Yt, Zt, work, out, held, nthreads):
     """One per-row step of :func:`evaluate_rows` for every row: in a plain loop on one thread, else
     one task per row (:func:`_rows_parallel`)."""

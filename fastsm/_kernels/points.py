@@ -60,7 +60,7 @@ def linear_rows(X, coef):
     return out
 
 
-@kernel()
+@kernel(inline=True)
 def tri_rows_of(A, M, forward, plan, nthreads):
     """Each row ``x`` of ``A`` times the stored factor ``M``: ``M x`` (``forward``) or ``M^T x``
     (:func:`~fastsm._kernels.gemm.tri_products`, the plan's row tiles or row loops); a new C-ordered array."""
@@ -74,7 +74,7 @@ def tri_rows_of(A, M, forward, plan, nthreads):
     return work[1, :m].copy()
 
 
-@kernel()
+@kernel(inline=True)
 def _forward(Kx, W, plan, nthreads, held):
     Z = tri_rows_of(Kx, W, True, plan, nthreads)
     if held is not None:
@@ -123,7 +123,7 @@ def point_data(fit, Xb, method, plan, nthreads, held):
     return F, eta_x, Gxy, ex
 
 
-@kernel()
+@kernel(inline=True)
 def evaluate_into(obj, F, eta_x, Yb, val, grad, plan, nthreads, cubic, held):
     """One evaluation of ``obj`` at every row of ``Yb`` (:func:`~fastsm._kernels.objectives.evaluate_rows`);
     ``val`` and ``grad`` are filled, ``(eta_y, eta_xy)`` returned."""
@@ -217,7 +217,7 @@ def supported_rows(fit, obj, Xb, Y0, method, plan, nthreads, held, spread, batch
             _replace_rows(fit, obj, Xb, Y0, rows, method, plan, nthreads, held[rows])
 
 
-@kernel()
+@kernel(inline=True)
 def _replace_rows(fit, obj, Xb, Y0, rows, method, plan, nthreads, ho):
     """:func:`supported_rows` for the rows ``rows`` beyond the box (``ho``: their left-out points or ``None``)."""
     Y = fit.Y

@@ -51,7 +51,7 @@ def symmetric_storage(W):
     return S
 
 
-@kernel()
+@kernel(inline=True)
 def row_backward(x, S, y):
     """``y = W^T x`` with ``W`` the lower triangle of ``S`` (rows of ``W`` swept in order)."""
     n = S.shape[0]
@@ -64,7 +64,7 @@ def row_backward(x, S, y):
             y[j] += xi * Si[j]
 
 
-@kernel()
+@kernel(inline=True)
 def row_forward(x, S, y):
     """``y = W x`` with ``W`` the lower triangle of ``S``, its columns read from ``S``'s upper triangle."""
     n = S.shape[0]
@@ -78,7 +78,7 @@ def row_forward(x, S, y):
             yj[i] += xj * Sj[i]
 
 
-@kernel()
+@kernel(inline=True)
 def _backward4(X, r, S, P):
     """:func:`row_backward` of rows ``r .. r+3`` in one sweep over ``S`` (the same operations per row)."""
     n = S.shape[0]
@@ -96,7 +96,7 @@ def _backward4(X, r, S, P):
             y3[j] += a3 * w
 
 
-@kernel()
+@kernel(inline=True)
 def _forward4(X, r, S, P):
     """:func:`row_forward` of rows ``r .. r+3`` in one sweep over ``S`` (the same operations per row)."""
     n = S.shape[0]
@@ -114,7 +114,7 @@ def _forward4(X, r, S, P):
             z3[i] += a3 * w
 
 
-@kernel()
+@kernel(inline=True)
 def row_solve_forward(x, S, y):
     """``y = L^-1 x`` with ``L`` the lower triangle of ``S`` (forward substitution, column sweeps).
 
@@ -146,7 +146,7 @@ def row_solve_forward(x, S, y):
         j += 1
 
 
-@kernel()
+@kernel(inline=True)
 def row_solve_backward(x, S, y):
     """``y = L^-T x`` with ``L`` the lower triangle of ``S`` (backward substitution, row sweeps),
     eight rows per sweep over the head of ``y`` as :func:`row_solve_forward` (bitwise the one-row
@@ -199,7 +199,7 @@ def _sweep8(a, S, first, c0, c1, z, down):
         z[i] = v
 
 
-@kernel()
+@kernel(inline=True)
 def _solve_forward4(X, r, S, P):
     """:func:`row_solve_forward` of rows ``r .. r+3`` in one sweep over ``S`` (the same operations per row)."""
     n = S.shape[0]
@@ -222,7 +222,7 @@ def _solve_forward4(X, r, S, P):
             z3[i] -= a3 * w
 
 
-@kernel()
+@kernel(inline=True)
 def _solve_backward4(X, r, S, P):
     """:func:`row_solve_backward` of rows ``r .. r+3`` in one sweep over ``S`` (the same operations per row)."""
     n = S.shape[0]
