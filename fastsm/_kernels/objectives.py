@@ -271,14 +271,18 @@ def evaluate_rows(obj, pts, idx, Yt, out, prod, cubic, held):
     ``N-1`` remaining points (:func:`project_out`) before the backward products.
 
     On one thread (``prod.nthreads == 1``: a local model's prediction) every step runs in plain
-    loops in functions not compiled for threads (:func:`_rows`): entering one that is costs 2–4 µs
+    loops here, the threaded steps in :func:`_rows_parallel`: entering a function compiled for threads costs 2–4 µs
     even where it launches nothing, and a ``K = 200`` evaluation takes about 13 µs.
     """
     m = idx.shape[0]
     Zt = obj.Zt
     work = prod.work
     nt = prod.nthreads
-    _rows(_KROW, obj, pts, idx, Yt, Zt, work, out, held, nt)
+    if nt == 1:
+        for r in range(m):
+            _kernel_row(obj, r, idx, Yt, Zt, work, held)
+    else:
+        _rows_parallel(_KROW, obj, pts, idx, Yt, Zt, work, out, held)
     if cubic is not None:
         _cubic_rows(obj, pts, idx, Yt, work[_K], cubic, out)
         return
@@ -289,7 +293,11 @@ def evaluate_rows(obj, pts, idx, Yt, out, prod, cubic, held):
         tri_products(work, W1, W2, _ops2(_K, 0, 1, _Z1, _K, 1, 1, _Z2), m, prod.plan, nt)
     else:
         tri_products(work, W1, W2, _ops(_K, 0, 1, _Z1), m, prod.plan, nt)
-    _rows(_MIDDLE, obj, pts, idx, Yt, Zt, work, out, held, nt)
+    if nt == 1:
+        for r in range(m):
+            _middle(obj, pts, r, idx, work, out, held)
+    else:
+        _rows_parallel(_MIDDLE, obj, pts, idx, Yt, Zt, work, out, held)
     if obj.method == KL:
         tri_products(work, W1, W2, _ops(_Z1, 0, 0, _R1), m, prod.plan, nt)
     elif obj.method == SM:
@@ -297,12 +305,20 @@ def evaluate_rows(obj, pts, idx, Yt, out, prod, cubic, held):
     else:
         tri_products(work, W1, W2, _ops(_Z1, 1, 0, _Z2), m, prod.plan, nt)  # t = G^T z
         tri_products(work, W1, W2, _ops(_Z2, 1, 1, _R1), m, prod.plan, nt)  # s = G t
-        _rows(_IKL, obj, pts, idx, Yt, Zt, work, out, held, nt)
+        if nt == 1:
+            for r in range(m):
+                _ikl_direction(obj, pts, r, idx, work, out, held)
+        else:
+            _rows_parallel(_IKL, obj, pts, idx, Yt, Zt, work, out, held)
         tri_products(work, W1, W2, _ops(_R1, 0, 0, _R2), m, prod.plan, nt)  # W_Y^T q
-    _rows(_VALUE, obj, pts, idx, Yt, Zt, work, out, held, nt)
+    if nt == 1:
+        for r in range(m):
+            _row_value_grad(obj, pts, r, idx, Yt, work, out, held)
+    else:
+        _rows_parallel(_VALUE, obj, pts, idx, Yt, Zt, work, out, held)
 
 
-#: Per-row steps of :func:`evaluate_rows` (:func:`_row_step`).
+#: Per-row steps of :func:`evaluate_rows` on threads (:func:`_rows_parallel`).
 _KROW, _MIDDLE, _IKL, _VALUE = 0, 1, 2, 3
 
 
@@ -317,17 +333,6 @@ def _row_step(step, obj, pts, r, idx, Yt, Zt, work, out, held):
         _ikl_direction(obj, pts, r, idx, work, out, held)
     else:
         _row_value_grad(obj, pts, r, idx, Yt, work, out, held)
-
-
-@kernel(inline=True)
-def _rows(step, obj, pts, idx, Yt, Zt, work, out, held, nthreads):
-    """One per-row step of :func:`evaluate_rows` for every row: in a plain loop on one thread, else
-    one task per row (:func:`_rows_parallel`)."""
-    if nthreads == 1:
-        for r in range(idx.shape[0]):
-            _row_step(step, obj, pts, r, idx, Yt, Zt, work, out, held)
-    else:
-        _rows_parallel(step, obj, pts, idx, Yt, Zt, work, out, held)
 
 
 @kernel(parallel=True)
