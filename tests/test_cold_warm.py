@@ -3,31 +3,31 @@
 The difference this guards against comes from Numba's code generation (what LLVM may do with the
 fast-math flags around inlined code), not from the BLAS: the BLAS is the same in both processes of
 a run.  So it runs once, in the main test run, not under every OpenBLAS kernel family with the
-``determinism`` marker: each run compiles everything twice from an empty cache (about 90 s a
-process on the 2-core CI machine).
+``determinism`` marker.  Where this test process compiled the kernels itself (a clean clone: CI's
+main run), one process loading them from the cache is compared with it; otherwise a process
+compiling them into an empty cache and one loading them from that cache are compared (about
+170 s on the 2-core CI machine, most of it compiling).
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import textwrap
 
-
-def test_a_cold_and_a_warm_process_agree(tmp_path):
-    """Kernels compiled in the process and kernels loaded from Numba's cache compute bitwise alike.
-
-    With fast-math ``arcp`` and ``reassoc`` together they did not: leave-one-out SMTGP differed by up to
-    3.6e-4 between the first process (compiling) and the next (cache), see ``fastsm.config``.  The KLIEP
-    polish with its step-and-renormalise as a kernel of its own (not inlined) differed by 1e-13.
-    """
-    import subprocess
+CODE = textwrap.dedent("""
+    import hashlib
     import sys
-    import textwrap
 
-    code = textwrap.dedent("""
-        import hashlib
-        import numpy as np
-        from fastsm import datasets, tgp
-        from fastsm.shift import estimate_weights
+    import numpy as np
+    from numba.core.dispatcher import Dispatcher
+
+    from fastsm import datasets, tgp
+    from fastsm.shift import estimate_weights
+
+
+    def digest():
         X, Xt, Y, _ = datasets.toy1(0, n_train=150, n_test=60)
         m = tgp.fit(X, Y)
         X8, Xt8, Y8, _ = datasets.random_structured(0, n_train=300, n_test=60, dx=10, dy=8)
@@ -42,12 +42,55 @@ def test_a_cold_and_a_warm_process_agree(tmp_path):
             Xtr, Xte = rng.normal(size=(300, 2)), rng.normal(0.5, 0.7, size=(200, 2))
             for solver in ("fw", "afw", "pfw", "pg"):
                 h.update(estimate_weights(Xtr, Xte, sigma=0.5, solver=solver, max_iter=300).weights.tobytes())
-        print(h.hexdigest())
-    """)
+        return h.hexdigest()
+
+
+    def cache_counts():
+        \"\"\"``(loaded, compiled)``: signatures of fastsm's kernels this process loaded from Numba's
+        cache and compiled itself.\"\"\"
+        seen, loaded, compiled = set(), 0, 0
+        for name, mod in list(sys.modules.items()):
+            if not name.startswith("fastsm"):
+                continue
+            for obj in vars(mod).values():
+                if isinstance(obj, Dispatcher) and id(obj) not in seen:
+                    seen.add(id(obj))
+                    loaded += sum(obj.stats.cache_hits.values())
+                    compiled += sum(obj.stats.cache_misses.values())
+        return loaded, compiled
+""")
+
+
+def _process(env: dict) -> tuple[str, int, int]:
+    """The digest and cache counts of a fresh process."""
+    run = subprocess.run([sys.executable, "-c", CODE + "\nh = digest()\nprint(h, *cache_counts())"],
+                         capture_output=True, text=True, env=env, timeout=900)
+    assert run.returncode == 0, run.stderr[-2000:]
+    h, loaded, compiled = run.stdout.split()[-3:]
+    return h, int(loaded), int(compiled)
+
+
+def test_a_cold_and_a_warm_process_agree(tmp_path):
+    """Kernels compiled in the process and kernels loaded from Numba's cache compute bitwise alike.
+
+    With fast-math ``arcp`` and ``reassoc`` together they did not: leave-one-out SMTGP differed by up to
+    3.6e-4 between the first process (compiling) and the next (cache), see ``fastsm.config``.  The KLIEP
+    polish with its step-and-renormalise as a kernel of its own (not inlined) differed by 1e-13.
+    """
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    here: dict = {}
+    exec(compile(CODE, "cold_warm", "exec"), here)
+    h_here = here["digest"]()
+    loaded_here, compiled_here = here["cache_counts"]()
+    if loaded_here == 0 and compiled_here > 0:  # every kernel compiled by this process: one warm process
+        h, loaded, compiled = _process(dict(os.environ, PYTHONPATH=root))
+        if compiled == 0:
+            assert loaded > 0
+            assert h == h_here
+            return
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"), PYTHONPATH=root)
-    runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
-            for _ in range(2)]
-    for r in runs:
-        assert r.returncode == 0, r.stderr[-2000:]
-    assert runs[0].stdout.split()[-1] == runs[1].stdout.split()[-1]
+    h_cold, loaded_cold, compiled_cold = _process(env)
+    h_warm, loaded_warm, compiled_warm = _process(env)
+    assert loaded_cold == 0 and compiled_cold > 0
+    assert compiled_warm == 0 and loaded_warm > 0
+    assert h_cold == h_warm == h_here
