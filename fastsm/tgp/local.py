@@ -352,7 +352,7 @@ def tree_order(model: LocalTGPModel, X: np.ndarray, workers: int = 1) -> np.ndar
 
     Consecutive rows are then near each other: their ``K``-neighbour queries walk the same branches
     and their members are the same training rows, found in cache (N = 10^6, dx = 12, K = 200, two
-    threads: 0.141 ms a query in random order, 0.074 in this one plus 0.010 for the 1-NN query,
+    threads: 0.140 ms a query in random order, 0.069 in this one plus 0.009 for the 1-NN query,
     docs/scale.md).  A row's neighbours and prediction do not depend on the order.
     """
     pos = np.empty(model.n_train, dtype=np.int64)
@@ -512,6 +512,7 @@ def predict_local(model: LocalTGPModel, X, *, method: str, init, max_iter: int, 
                 groups: list[tuple[Any, Any]]
                 work: Callable[[tuple[Any, Any]], int]
                 if blocks is not None:  # per-point models, many points per kernel call, in tree order
+                    assert order is not None
                     sel = order[s:e]
                     idx = _neighbours(model, X[sel], workers)
                     groups = [(sel[b:b + config.KNN_BLOCK], idx[b:b + config.KNN_BLOCK])
