@@ -287,11 +287,9 @@ def evaluate_rows(obj, pts, idx, Yt, out, prod, cubic, held):
         _cubic_rows(obj, pts, idx, Yt, work[_K], cubic, out)
         return
     W1, W2 = obj.W1, obj.W2
-    if obj.method == KL:
-        tri_products(work, W1, W2, _ops(_K, 0, 1, _Z1), m, prod.plan, nt)
-    elif obj.method == SM:
+    if obj.method == SM:
         tri_products(work, W1, W2, _ops2(_K, 0, 1, _Z1, _K, 1, 1, _Z2), m, prod.plan, nt)
-    else:
+    else:  # KL, IKL: z = W_1 k
         tri_products(work, W1, W2, _ops(_K, 0, 1, _Z1), m, prod.plan, nt)
     if nt == 1:
         for r in range(m):
