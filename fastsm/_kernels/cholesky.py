@@ -25,7 +25,7 @@ from numba import types
 from numba.extending import get_cython_function_address
 
 from fastsm._kernels.gemm import _ptr
-from fastsm._kernels.rbf import gram_upper, mirror_upper
+from fastsm._kernels.rbf import gram_upper
 from fastsm.config import kernel
 
 llvm.add_symbol("fastsm_dpotrf", get_cython_function_address("scipy.linalg.cython_lapack", "dpotrf"))
@@ -37,11 +37,12 @@ _L = ord("L")
 
 @kernel()
 def gram_into(Z, gamma, lam, w, weighted, K):
-    """``K = K0 + lam I`` (or ``K0 + lam W^-1`` if ``weighted``: noise ``lam / w_i``), row by row as
-    :func:`~fastsm._kernels.rbf.rbf_gram` (and :func:`fastsm.tgp.fitting.weighted_gram`) compute it."""
+    """The upper triangle and diagonal of ``K = K0 + lam I`` (or ``K0 + lam W^-1`` if ``weighted``:
+    noise ``lam / w_i``), row by row as :func:`~fastsm._kernels.rbf.rbf_gram` (and
+    :func:`fastsm.tgp.fitting.weighted_gram`) compute it; ``K``'s strict lower triangle is not written
+    (``dpotrf`` reads the upper one, :func:`potrf_symmetric`)."""
     n = Z.shape[0]
     gram_upper(Z, np.ascontiguousarray(Z.T), gamma, K)
-    mirror_upper(K)
     for i in range(n):
         K[i, i] = 1.0 + lam / w[i] if weighted else 1.0 + lam
 
@@ -77,14 +78,15 @@ def twin_factors(X, Y, gamma_x, gamma_y, lambda_x, lambda_y, alpha, w, weighted,
 
     ``logdet[k] = 2 sum_i log L_ii`` and ``info[k]`` (LAPACK's, 0 on success) per factor;
     ``w`` the weights if ``weighted`` (MATH §6).  ``K_XY``'s entries are ``(1-a) K_X + a K_Y``
-    computed as NumPy computes the blend (two products, one sum).
+    computed as NumPy computes the blend (two products, one sum).  Only the upper triangles are
+    formed (``dpotrf`` reads no more; :func:`potrf_symmetric` then fills the lower ones).
     """
     gram_into(X, gamma_x, lambda_x, w, weighted, S[0])
     gram_into(Y, gamma_y, lambda_y, w, weighted, S[1])
     n = X.shape[0]
     b = 1.0 - alpha
     for i in range(n):
-        for j in range(n):
+        for j in range(i, n):
             S[2, i, j] = b * S[0, i, j] + alpha * S[1, i, j]
     for k in range(3):
         info[k] = potrf_symmetric(S[k])

@@ -46,15 +46,6 @@ def gram_upper(Z, Zt, gamma, K):
         exp_neg_scaled(row, gamma, scale[:m], low[:m])
 
 
-@kernel()
-def mirror_upper(K):
-    """``K``'s strict lower triangle from its upper one."""
-    n = K.shape[0]
-    for i in range(n):
-        for j in range(i):
-            K[i, j] = K[j, i]
-
-
 @kernel(parallel=True)
 def rbf_gram(Z, gamma, lam):
     """Training kernel matrix ``K`` (n×n) with ``lam`` on its diagonal (rows as :func:`gram_upper`'s)."""
