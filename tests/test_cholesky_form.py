@@ -115,7 +115,7 @@ def test_bad_factorisations_raise_as_the_inverse_form_does(data):
             factorize_cholesky(X, Y, p)
 
 
-@pytest.mark.parametrize("case", ["plain", "weighted", "constant column", "one point", "scaled"])
+@pytest.mark.parametrize("case", ["plain", "weighted", "constant column", "one point", "scaled", "collinear"])
 def test_the_ridge_kernel_solves_numpys_ridge_problem(case):
     """:func:`fastsm._kernels.ridge.ridge_start` against :func:`fastsm.tgp.fitting.ridge` and
     ``output_spread`` (NumPy): the same minimal-norm least-squares solution, to rounding."""
@@ -133,6 +133,8 @@ def test_the_ridge_kernel_solves_numpys_ridge_problem(case):
         X, Y = X[:1], Y[:1]
     elif case == "scaled":
         X = X * 1e14
+    elif case == "collinear":  # two equal columns: full rank only through the penalty rows
+        X[:, 3] = X[:, 1]
     coef, spread = ridge_start(X, Y, np.ones(1) if w is None else w, w is not None)
     ref = ridge(X, Y, w)
     np.testing.assert_allclose(coef, ref, rtol=1e-10, atol=1e-12 * np.abs(ref).max())
@@ -140,3 +142,23 @@ def test_the_ridge_kernel_solves_numpys_ridge_problem(case):
         np.testing.assert_allclose(spread, output_spread(Y), rtol=1e-13)
     else:
         assert spread == 0.0  # factorize_cholesky then asks output_spread
+
+
+def test_householder_least_squares_against_numpy():
+    """:func:`fastsm._kernels.ridge.householder_lstsq` against NumPy's ``lstsq`` (an SVD), and its
+    refusals: a zero column, columns dependent to rounding (``R``'s diagonal spans > 2^26)."""
+    from fastsm._kernels.ridge import householder_lstsq
+
+    rng = np.random.default_rng(5)
+    for m, n, k in ((50, 6, 3), (13, 13, 1), (212, 13, 10), (9, 1, 2)):
+        A, b = rng.standard_normal((m, n)), rng.standard_normal((m, k))
+        A[:, 0] *= 1e3  # columns of different scales
+        z, ok = householder_lstsq(A, b)
+        assert ok
+        ref = np.linalg.lstsq(A, b, rcond=None)[0]
+        np.testing.assert_allclose(z, ref, rtol=1e-11, atol=1e-13 * np.abs(ref).max())
+    A, b = rng.standard_normal((30, 4)), rng.standard_normal((30, 2))
+    A[:, 2] = 0.0
+    assert not householder_lstsq(A, b)[1]
+    A[:, 2] = A[:, 1] * (1.0 + 1e-12)
+    assert not householder_lstsq(A, b)[1]

@@ -143,7 +143,9 @@ class LocalTGPModel:
             object.__setattr__(self, "region_size", check_int("region_size", self.region_size, low=1))
         budget = _regions.default_cache_bytes() if self.cache_bytes is None else self.cache_bytes
         object.__setattr__(self, "cache_bytes", budget)
-        object.__setattr__(self, "tree", cKDTree(self.X))
+        # sliding-midpoint splits: at N = 10^6, dx = 12 built in 0.60 s instead of 0.71 and K = 200
+        # queries ~10 % faster than on the median-split tree (the same neighbour sets; docs/scale.md)
+        object.__setattr__(self, "tree", cKDTree(self.X, balanced_tree=False))
         object.__setattr__(self, "cache", _regions.ModelCache(budget))
         if self.share == "region":
             centers = _regions.partition(self.X, self.region_size)
