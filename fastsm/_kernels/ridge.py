@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from fastsm._kernels.kliep_problem import dot_lanes
 from fastsm.config import kernel
 
 #: ``max |R_ii| / min |R_ii|`` above which :func:`ridge_start` leaves the least-squares problem to
@@ -24,36 +25,12 @@ from fastsm.config import kernel
 QR_MAX_SPREAD = 2.0 ** 26
 
 
-@kernel(inline=True)
-def _dot8(a, b):
-    """``a . b`` in eight interleaved partial sums, added pairwise at the end: a fixed order (the same
-    bits however compiled) with eight independent chains instead of one."""
-    n = a.shape[0]
-    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
-    i = 0
-    while i + 8 <= n:
-        s0 += a[i] * b[i]
-        s1 += a[i + 1] * b[i + 1]
-        s2 += a[i + 2] * b[i + 2]
-        s3 += a[i + 3] * b[i + 3]
-        s4 += a[i + 4] * b[i + 4]
-        s5 += a[i + 5] * b[i + 5]
-        s6 += a[i + 6] * b[i + 6]
-        s7 += a[i + 7] * b[i + 7]
-        i += 8
-    t = ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
-    while i < n:
-        t += a[i] * b[i]
-        i += 1
-    return t
-
-
 @kernel()
 def householder_lstsq(A, b):
     """``(z, ok)``: ``argmin ||A z - b||`` by Householder QR (``A``: m × n, m >= n; ``b``: m × k).
 
     Works on ``[A b]^T`` (columns contiguous): each reflector's product with a column is a dot
-    product (:func:`_dot8`) and an ``axpy``.  ``ok`` is False (``z`` meaningless) where ``R``'s
+    product (:func:`~fastsm._kernels.kliep_problem.dot_lanes`) and an ``axpy``.  ``ok`` is False (``z`` meaningless) where ``R``'s
     diagonal spans more than :data:`QR_MAX_SPREAD` or is not finite.
     """
     m, n = A.shape
@@ -69,7 +46,7 @@ def householder_lstsq(A, b):
     for j in range(n):
         v = T[j, j:]  # becomes the reflector's vector
         top = v[0]
-        s = _dot8(v, v)
+        s = dot_lanes(v, v)
         a = -np.sqrt(s) if top >= 0.0 else np.sqrt(s)  # R[j, j]; v = x - a e_1 without cancellation
         if not (a != 0.0 and np.isfinite(a)):
             return z, False
@@ -77,7 +54,7 @@ def householder_lstsq(A, b):
         tau = 1.0 / (a * v[0])  # I - 2 v v^T / ||v||^2 with 2 / ||v||^2 = -1 / (a v_1)
         for c in range(j + 1, n + k):
             col = T[c, j:]
-            f = tau * _dot8(v, col)
+            f = tau * dot_lanes(v, col)
             for i in range(m - j):
                 col[i] += f * v[i]
         diag[j] = a
