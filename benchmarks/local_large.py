@@ -2,6 +2,9 @@
 
 Run: ``python benchmarks/local_large.py`` (N = 100 000 training, 10 000 test points; a few minutes)
      ``python benchmarks/local_large.py --n-train 20000 --n-test 2000 --subsample 200`` (small)
+     ``python benchmarks/local_large.py --n-train 1000000 --n-test 100000 --dx 12 --dy 10 --latent 4
+     --share none`` (#32's job with per-point models on every test point: the accuracy reference
+     itself, fit + predict timed, no region models)
 
 Data: ``datasets.smooth_manifold`` (by default dx = 10 features and dy = 8 outputs on a
 3-dimensional manifold; ``--dx 12 --dy 10 --latent 4`` is #32's set), SMTGP.  ``share="region"``
@@ -76,6 +79,30 @@ def run(n_train: int, n_test: int, k: int, region_size: int | None, subsample: i
     return out
 
 
+def run_per_point(n_train: int, n_test: int, k: int, threads: int | None, seed: int = 0, dx: int = 10,
+                  dy: int = 8, latent: int = 3) -> dict:
+    """Fit and predict every test point with per-point KNN models (``share="none"``); returns the figures."""
+    X, Xt, Y, Yt = datasets.smooth_manifold(seed, n_train=n_train, n_test=n_test, dx=dx, dy=dy, latent=latent)
+    tgp.predict(tgp.fit_local(X[:300], Y[:300], PARAMS, n_neighbors=50, share="none"), Xt[:4], method="sm")
+    t0 = time.perf_counter()
+    model = tgp.fit_local(X, Y, PARAMS, n_neighbors=k, share="none")
+    t_fit = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    pred = tgp.predict(model, Xt, method="sm", threads=threads)
+    t_predict = time.perf_counter() - t0
+    return {"n_train": n_train, "n_test": n_test, "k": k, "dx": dx, "dy": dy, "fit": t_fit, "predict": t_predict,
+            "peak_mib": _vm("VmHWM"), "errors": _errors(pred.y, Yt), "n_eval": float(pred.n_eval.mean()),
+            "converged": float(pred.converged.mean()), "extrapolated": int(pred.extrapolated.sum())}
+
+
+def report_per_point(r: dict) -> None:
+    print(f"N = {r['n_train']}, {r['n_test']} test points, dx = {r['dx']}, dy = {r['dy']}, SMTGP, K = {r['k']}, "
+          f"per-point KNN models (share='none')")
+    print(f"  fit {r['fit']:.2f} s + predict {r['predict']:.2f} s = {r['fit'] + r['predict']:.2f} s; "
+          f"peak memory {r['peak_mib']:.0f} MiB; test MAE {r['errors'][0]:.8f}, RMSE {r['errors'][1]:.8f}; "
+          f"{r['n_eval']:.2f} evaluations a point, converged {r['converged']:.4f}; extrapolated {r['extrapolated']}")
+
+
 def report(r: dict) -> None:
     n, m = r["n_test"], r["knn_n"]
     print(f"N = {r['n_train']}, {n} test points, dx = {r['dx']}, dy = {r['dy']}, SMTGP, K = {r['k']}")
@@ -104,7 +131,13 @@ def main(argv=None) -> None:
     ap.add_argument("--dx", type=int, default=10)
     ap.add_argument("--dy", type=int, default=8)
     ap.add_argument("--latent", type=int, default=3)
+    ap.add_argument("--share", choices=("region", "none"), default="region",
+                    help="region: region models, per-point ones on --subsample points; none: per-point models only, "
+                         "on every test point")
     a = ap.parse_args(argv)
+    if a.share == "none":
+        report_per_point(run_per_point(a.n_train, a.n_test, a.k, a.threads, dx=a.dx, dy=a.dy, latent=a.latent))
+        return
     report(run(a.n_train, a.n_test, a.k, a.region_size, a.subsample, a.threads, dx=a.dx, dy=a.dy, latent=a.latent))
 
 

@@ -227,6 +227,18 @@ def test_large_n_benchmark_at_small_size():
     assert r["again_factorized"] == 0  # the default cache holds them all (#32 item 2)
 
 
+def test_large_n_benchmark_per_point_mode():
+    """``local_large.py --share none`` predicts every test point with the per-point models whose error
+    the region mode's subsample reports: on the whole set the same errors, bit for bit."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
+    from local_large import run, run_per_point
+
+    r = run_per_point(3_000, 120, 50, None)
+    both = run(3_000, 120, 50, 6, 120, None)
+    assert r["errors"] == both["knn_errors"]
+    assert r["extrapolated"] == 0 and r["converged"] > 0.9 and r["n_eval"] > 1.0
+
+
 @pytest.mark.parametrize("kind", ["global", "exact", "region", "sklearn"])
 def test_one_filterable_extrapolation_warning_per_call(data, kind):
     """#23 item 3 (part): fastsm.ExtrapolationWarning, a RuntimeWarning, once per public call."""

@@ -30,8 +30,8 @@ def householder_lstsq(A, b):
     """``(z, ok)``: ``argmin ||A z - b||`` by Householder QR (``A``: m × n, m >= n; ``b``: m × k).
 
     Works on ``[A b]^T`` (columns contiguous): each reflector's product with a column is a dot
-    product (:func:`~fastsm._kernels.kliep_problem.dot_lanes`) and an ``axpy``.  ``ok`` is False (``z`` meaningless) where ``R``'s
-    diagonal spans more than :data:`QR_MAX_SPREAD` or is not finite.
+    product (:func:`~fastsm._kernels.kliep_problem.dot_lanes`) and an ``axpy``.  ``ok`` is False
+    (``z`` meaningless) where ``R``'s diagonal spans more than :data:`QR_MAX_SPREAD` or is not finite.
     """
     m, n = A.shape
     k = b.shape[1]
