@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from fastsm import datasets, tgp
+from fastsm._kernels.cholesky import CHOLESKY_MAX_N, cholesky_symmetric, potrf_symmetric
 from fastsm._lapack import potrf_trtri
 from fastsm._threads import thread_limits
 from fastsm.tgp import regions
@@ -22,25 +23,77 @@ def data():
     return X, Xt, Y, PARAMS.resolve(X, Y, None)
 
 
+def _cholesky_longdouble(K):
+    """Cholesky factor of ``K`` in long double (a plain right-looking reference)."""
+    A = np.array(K, dtype=np.longdouble)
+    n = A.shape[0]
+    L = np.zeros_like(A)
+    for k in range(n):
+        L[k, k] = np.sqrt(A[k, k])
+        L[k + 1:, k] = A[k + 1:, k] / L[k, k]
+        A[k + 1:, k + 1:] -= np.outer(L[k + 1:, k], L[k + 1:, k])
+    return L
+
+
 @pytest.mark.parametrize("weighted", [False, True])
-def test_factors_are_lapacks_in_symmetric_storage(data, weighted):
-    """Against NumPy/SciPy: each factor is ``dpotrf``'s of the Gram matrix (bitwise, one BLAS thread),
-    stored with ``L^T`` above the diagonal, and its log-determinant is ``slogdet``'s."""
+def test_factors_are_cholesky_factors_in_symmetric_storage(data, weighted):
+    """Against a long-double reference: each factor is the Cholesky factor of the Gram matrix, as
+    accurate as LAPACK's ``dpotrf`` (forward error within 4x, residual within n eps of ``K``),
+    stored with ``L^T`` above the diagonal; its log-determinant is ``slogdet``'s."""
     X, _, Y, p = data
     w = np.random.default_rng(0).uniform(0.2, 3.0, len(X)) if weighted else None
     parts = factorize_cholesky(X, Y, p, w)
     Kx = weighted_gram(X, p.gamma_x, p.lambda_x, w)
     Ky = weighted_gram(Y, p.gamma_y, p.lambda_y, w)
+    n = len(X)
     for name, K, ld in (("Wx", Kx, "logdet_x"), ("Wy", Ky, "logdet_y"),
                         ("Wxy", (1.0 - p.alpha) * Kx + p.alpha * Ky, "logdet_xy")):
-        with thread_limits(1):
-            L = potrf_trtri(K)[0]
         S = parts[name]
-        np.testing.assert_array_equal(np.tril(S), L, err_msg=name)
+        L = np.tril(S)
         np.testing.assert_array_equal(np.triu(S), L.T, err_msg=name)
-        np.testing.assert_allclose(L @ L.T, K, rtol=0, atol=1e-13)
+        ref = _cholesky_longdouble(K)
+        with thread_limits(1):
+            lapack = potrf_trtri(K)[0]
+        err, lapack_err = float(np.abs(L - ref).max()), float(np.abs(lapack - ref).max())
+        assert err <= 4.0 * lapack_err + 1e-15, (name, err, lapack_err)
+        residual = float(np.abs(L.astype(np.longdouble) @ L.T.astype(np.longdouble) - K).max())
+        assert residual <= n * np.finfo(float).eps * np.abs(K).max(), (name, residual)
         np.testing.assert_allclose(parts[ld], np.linalg.slogdet(K)[1], rtol=1e-12)
     assert parts["factor_form"] == "cholesky" and parts["G"] is None
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 63, 64, 65, 120, 201, 401])
+def test_the_cholesky_kernel_against_numpy(n):
+    """``cholesky_symmetric`` on every shape of its loops (orders around multiples of eight, and
+    above ``CHOLESKY_MAX_N``, where it calls ``dpotrf``): NumPy's factor to rounding, ``L^T``
+    above the diagonal, whatever the strict lower triangle held (NaN here)."""
+    rng = np.random.default_rng(n)
+    Z = rng.standard_normal((n, 4))
+    K = np.exp(-0.5 * ((Z[:, None, :] - Z[None, :, :]) ** 2).sum(-1)) + 1e-3 * np.eye(n)
+    A = np.triu(K) + np.tril(np.full((n, n), np.nan), -1)
+    assert cholesky_symmetric(A) == 0
+    L = np.linalg.cholesky(K)
+    np.testing.assert_allclose(np.tril(A), L, rtol=0, atol=1e-9)
+    np.testing.assert_array_equal(np.triu(A), np.tril(A).T)
+
+
+@pytest.mark.parametrize("n, bad", [(5, 0), (10, 3), (50, 17), (200, 150), (200, 199), (401, 300)])
+def test_the_cholesky_kernel_reports_lapacks_info(n, bad):
+    """A matrix whose leading minor of order ``bad + 1`` is not positive: ``info`` is ``bad + 1``,
+    as ``dpotrf``'s; a NaN pivot too (the callers also check the pivots and the log-determinant)."""
+    rng = np.random.default_rng(bad)
+    Z = rng.standard_normal((n, n))
+    for value in (-1.0, np.nan):
+        K = Z @ Z.T / n + np.eye(n)
+        K[bad, bad] = value
+        A, B = K.copy(), K.copy()
+        with thread_limits(1):
+            expected = potrf_symmetric(B)
+        info = cholesky_symmetric(A)
+        if value == -1.0:
+            assert info == expected == bad + 1
+        elif n <= CHOLESKY_MAX_N:  # above, dpotrf's: OpenBLAS's blocked dpotrf passes a NaN on (measured)
+            assert info == bad + 1
 
 
 def test_predictions_agree_with_the_inverse_form(data):

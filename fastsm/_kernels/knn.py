@@ -100,7 +100,7 @@ def knn_rows(loc, Xq, members, Y0, run, plan, stop, out):
     m, k = members.shape
     dx = loc.X.shape[1]
     dy = loc.Y.shape[1]
-    S = np.empty((3, k, k))
+    S = np.zeros((3, k, k))  # the lower triangles are the factorisation's scratch: no subnormal junk
     logdet = np.empty(3)
     info = np.zeros(3, dtype=np.int64)
     for q in range(m):

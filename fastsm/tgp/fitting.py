@@ -259,7 +259,8 @@ def factorize_cholesky(X: np.ndarray, Y: np.ndarray, params, sample_weight: np.n
     ``Wx``, ``Wy``, ``Wxy`` hold the Cholesky factors ``L`` of ``K_X``, ``K_Y``, ``K_XY`` in
     symmetric storage (lower triangle ``L``, upper ``L^T``; ``factor_form = "cholesky"``), by
     one GIL-free kernel (:func:`fastsm._kernels.cholesky.twin_factors`) on one BLAS thread: the
-    factors are bitwise those of :func:`factorize`'s ``dpotrf``.  Every product with ``W = L^-1``
+    factors of :func:`factorize`'s Gram matrices, as accurate as its ``dpotrf``'s (their own
+    factorisation up to ``CHOLESKY_MAX_N`` points, bits independent of the BLAS).  Every product with ``W = L^-1``
     is then a substitution with ``L`` (:func:`fastsm._kernels.tri_rows.rows_product`).  The ridge
     start and the spread come from :func:`fastsm._kernels.ridge.ridge_start` (:func:`ridge`'s
     problem, to rounding).
@@ -272,7 +273,7 @@ def factorize_cholesky(X: np.ndarray, Y: np.ndarray, params, sample_weight: np.n
     """
     p = params
     n = X.shape[0]
-    S = np.empty((3, n, n))
+    S = np.zeros((3, n, n))
     logdet = np.empty(3)
     info = np.zeros(3, dtype=np.int64)
     weighted = sample_weight is not None
