@@ -2,8 +2,9 @@
 
 The NumPy references take the factor's columns (forward) or rows (backward) one at a time, each
 step one rounded product and one rounded difference per entry, in the order the module
-documents: the kernels do exactly that (no fused multiply-add, no reassociation), for one row and
-for four rows per sweep, so every row's result is fixed by its own data whatever the batch.  The
+documents (a solved entry: the remaining value times the pivot's rounded reciprocal): the
+kernels do exactly that (no fused multiply-add, no reassociation), for one row and for four rows
+per sweep, so every row's result is fixed by its own data whatever the batch.  The
 one-row substitutions take eight columns of the factor per sweep (every order ``n`` below, above
 and at multiples of eight is checked).
 """
@@ -19,7 +20,7 @@ from fastsm._kernels.tri_rows import rows_product, symmetric_storage
 def _solve_forward(L, X):
     Y = X.copy()
     for j in range(L.shape[0]):
-        Y[:, j] = Y[:, j] / L[j, j]
+        Y[:, j] = Y[:, j] * (1.0 / L[j, j])
         Y[:, j + 1:] -= Y[:, j:j + 1] * L[j + 1:, j]
     return Y
 
@@ -27,7 +28,7 @@ def _solve_forward(L, X):
 def _solve_backward(L, X):
     Y = X.copy()
     for i in range(L.shape[0] - 1, -1, -1):
-        Y[:, i] = Y[:, i] / L[i, i]
+        Y[:, i] = Y[:, i] * (1.0 / L[i, i])
         Y[:, :i] -= Y[:, i:i + 1] * L[i, :i]
     return Y
 
