@@ -19,13 +19,16 @@ def test_rbf_gram_and_cross(rng):
     np.testing.assert_allclose(out, rbf(A, Z, 0.7), rtol=1e-13)
 
 
-@pytest.mark.parametrize("n", [1, 2, 9, 33])
-def test_gram_rows_everywhere_alike(rng, n):
+@pytest.mark.parametrize("n, d", [(1, 4), (2, 4), (9, 4), (33, 4), (33, 1), (17, 5), (203, 12), (200, 10)])
+def test_gram_rows_everywhere_alike(rng, n, d):
     """The vectorised rows (distances over a transposed block, the polynomial exponential) against
-    SciPy and libm; the parallel Gram, the Cholesky-form Gram and the cross rows bitwise alike."""
+    SciPy and libm; the parallel Gram, the Cholesky-form Gram (eight-lane vectors, chunks of
+    ``GRAM_CHUNK`` entries: 203 points span five) and the cross rows bitwise alike, and the
+    distances bitwise NumPy's sum over the coordinates in order."""
     from fastsm._kernels.cholesky import gram_into
+    from fastsm._kernels.rbf import exp_neg_scaled
 
-    Z = rng.normal(size=(n, 4))
+    Z = rng.normal(size=(n, d))
     Z[-1] += 60.0  # exp(-0.7 * ~1.4e4) underflows: exactly 0 (the kernel's floor is exp(-700))
     K = rbf_gram(Z, 0.7, 1e-3)
     ref = np.exp(-0.7 * cdist(Z, Z, "sqeuclidean")) + 1e-3 * np.eye(n)
@@ -34,6 +37,13 @@ def test_gram_rows_everywhere_alike(rng, n):
     G = np.empty((n, n))
     gram_into(Z, 0.7, 1e-3, np.ones(1), False, G)  # the upper triangle and diagonal only
     np.testing.assert_array_equal(np.triu(G), np.triu(K))
+    dist = np.zeros((n, n))
+    for c in range(d):
+        dist = dist + (Z[:, None, c] - Z[None, :, c]) ** 2
+    iu = np.triu_indices(n, 1)
+    expected = dist[iu].copy()
+    exp_neg_scaled(expected, 0.7, np.empty(expected.size), np.empty(expected.size))
+    np.testing.assert_array_equal(G[iu], expected)
     out = np.empty((n, n))
     rbf_cross(Z, Z, 0.7, out)  # a point against itself is 1, against others the Gram's entries
     np.testing.assert_array_equal(out - np.diag(np.diag(out)), K - np.diag(np.diag(K)))

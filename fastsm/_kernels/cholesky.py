@@ -44,7 +44,7 @@ def gram_into(Z, gamma, lam, w, weighted, K):
     :func:`fastsm.tgp.fitting.weighted_gram`) compute it; ``K``'s strict lower triangle is not written
     (the factorisation reads the upper one, :func:`cholesky_symmetric`)."""
     n = Z.shape[0]
-    gram_upper(Z, np.ascontiguousarray(Z.T), gamma, K)
+    gram_upper(Z, gamma, K)
     for i in range(n):
         K[i, i] = 1.0 + lam / w[i] if weighted else 1.0 + lam
 

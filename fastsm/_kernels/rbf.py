@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
+from fastsm._kernels.simd import vadd, vload, vmul, vsplat, vstore, vsub
 from fastsm.config import kernel
 
 
@@ -52,34 +53,47 @@ def sqdist_row(a, Zt, j0, out):
 
 
 @kernel()
-def gram_upper(Z, Zt, gamma, K):
-    """The strict upper triangle of the kernel matrix of ``Z`` into ``K``, row by row
-    (:func:`sqdist_row`, :func:`exp_neg_scaled`); ``Zt`` is ``Z`` transposed, C-ordered.
+def gram_upper(Z, gamma, K):
+    """The strict upper triangle of the kernel matrix of ``Z`` into ``K``, row by row.
 
-    The rows' squared distances are gathered into one buffer of up to :data:`GRAM_CHUNK` entries
-    and exponentiated by one call (long loops instead of one short call per row; the same
-    entry-wise operations, the same bits), then copied to their rows.
+    Each entry as :func:`sqdist_row` and :func:`exp_neg_scaled` compute it (the same operations
+    in the same order, the same bits): the squared distances eight columns at a time, summed over
+    the coordinates in order in a vector register (:mod:`fastsm._kernels.simd`; ``Z``'s transpose
+    is copied with zero columns past ``n``, so that every row is a whole number of vectors), the
+    rows gathered into one buffer of up to :data:`GRAM_CHUNK` entries and exponentiated by one call
+    (long loops instead of one short call per row), then copied to their rows.
     """
-    n = Z.shape[0]
-    size = max(GRAM_CHUNK, n)
+    n, d = Z.shape
+    w = (n + 7) // 8 * 8 + 8
+    Zt = np.zeros(d * w)
+    for i in range(n):
+        for c in range(d):
+            Zt[c * w + i] = Z[i, c]
+    size = GRAM_CHUNK + w
     buf = np.empty(size)
     scale = np.empty(size)
     low = np.empty(size)
+    zero = vsplat(0.0)
     i = 0
     while i < n - 1:
         off = 0
         i1 = i
         while i1 < n - 1 and (off == 0 or off + n - i1 - 1 <= GRAM_CHUNK):
-            m = n - i1 - 1
-            sqdist_row(Z[i1], Zt, i1 + 1, buf[off:off + m])
-            off += m
+            j0 = i1 + 1
+            for p in range(0, n - j0, 8):
+                acc = zero
+                for c in range(d):
+                    t = vsub(vsplat(Z[i1, c]), vload(Zt, c * w + j0 + p))
+                    acc = vadd(acc, vmul(t, t))
+                vstore(buf, off + p, acc)
+            off += (n - j0 + 7) // 8 * 8
             i1 += 1
         exp_neg_scaled(buf[:off], gamma, scale[:off], low[:off])
         off = 0
         for r in range(i, i1):
             m = n - r - 1
             K[r, r + 1:] = buf[off:off + m]
-            off += m
+            off += (m + 7) // 8 * 8
         i = i1
 
 

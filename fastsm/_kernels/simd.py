@@ -5,8 +5,8 @@ checks) that its stores do not overlap its loads.  A loop that updates several r
 from several other rows of it — a Cholesky factorisation's trailing update — exceeds that budget,
 and Numba gives LLVM no aliasing facts about array arguments, so such loops stay scalar
 (docs/scale.md).  :data:`vec8` is a Numba type whose values are LLVM ``<8 x double>`` vectors;
-:func:`vload` / :func:`vstore` move eight consecutive entries of an array, and :func:`vsub`,
-:func:`vmul`, :func:`vsplat` compute on them.  The code then says which loads and stores happen, in
+:func:`vload` / :func:`vstore` move eight consecutive entries of an array, and :func:`vadd`,
+:func:`vsub`, :func:`vmul`, :func:`vsplat` compute on them.  The code then says which loads and stores happen, in
 which order, and LLVM keeps the vectors in registers.
 
 Every operation is an IEEE operation on each of the eight lanes (a plain ``fmul`` / ``fsub``, no
@@ -72,6 +72,15 @@ def vsplat(typingctx, x):
         return builder.shuffle_vector(v, v, ir.Constant(ir.VectorType(ir.IntType(32), 8), [0] * 8))
 
     return vec8(types.float64), codegen
+
+
+@intrinsic
+def vadd(typingctx, a, b):
+    """``a + b`` lane by lane."""
+    def codegen(context, builder, sig, args):
+        return builder.fadd(args[0], args[1])
+
+    return vec8(vec8, vec8), codegen
 
 
 @intrinsic
