@@ -225,8 +225,9 @@ def twin_factors(X, Y, gamma_x, gamma_y, lambda_x, lambda_y, alpha, w, weighted,
     n = X.shape[0]
     b = 1.0 - alpha
     for i in range(n):
-        for j in range(i, n):
-            S[2, i, j] = b * S[0, i, j] + alpha * S[1, i, j]
+        x, y, xy = S[0, i, i:], S[1, i, i:], S[2, i, i:]
+        for j in range(n - i):
+            xy[j] = b * x[j] + alpha * y[j]
     for k in range(3):
         info[k] = cholesky_symmetric(S[k])
         t = 0.0
