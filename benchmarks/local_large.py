@@ -4,7 +4,9 @@ Run: ``python benchmarks/local_large.py`` (N = 100 000 training, 10 000 test poi
      ``python benchmarks/local_large.py --n-train 20000 --n-test 2000 --subsample 200`` (small)
      ``python benchmarks/local_large.py --n-train 1000000 --n-test 100000 --dx 12 --dy 10 --latent 4
      --share none`` (#32's job with per-point models on every test point: the accuracy reference
-     itself, fit + predict timed, no region models)
+     itself, fit + predict timed, no region models); add ``--dask 2`` to predict the same points
+     again on a ``LocalCluster`` of 2 single-threaded worker processes (``fastsm.dask.predict``:
+     time, and the largest difference from the in-process prediction)
 
 Data: ``datasets.smooth_manifold`` (by default dx = 10 features and dy = 8 outputs on a
 3-dimensional manifold; ``--dx 12 --dy 10 --latent 4`` is #32's set), SMTGP.  ``share="region"``
@@ -80,7 +82,7 @@ def run(n_train: int, n_test: int, k: int, region_size: int | None, subsample: i
 
 
 def run_per_point(n_train: int, n_test: int, k: int, threads: int | None, seed: int = 0, dx: int = 10,
-                  dy: int = 8, latent: int = 3) -> dict:
+                  dy: int = 8, latent: int = 3, dask_workers: int = 0) -> dict:
     """Fit and predict every test point with per-point KNN models (``share="none"``); returns the figures."""
     X, Xt, Y, Yt = datasets.smooth_manifold(seed, n_train=n_train, n_test=n_test, dx=dx, dy=dy, latent=latent)
     tgp.predict(tgp.fit_local(X[:300], Y[:300], PARAMS, n_neighbors=50, share="none"), Xt[:4], method="sm")
@@ -90,9 +92,22 @@ def run_per_point(n_train: int, n_test: int, k: int, threads: int | None, seed: 
     t0 = time.perf_counter()
     pred = tgp.predict(model, Xt, method="sm", threads=threads)
     t_predict = time.perf_counter() - t0
-    return {"n_train": n_train, "n_test": n_test, "k": k, "dx": dx, "dy": dy, "fit": t_fit, "predict": t_predict,
-            "peak_mib": _vm("VmHWM"), "errors": _errors(pred.y, Yt), "n_eval": float(pred.n_eval.mean()),
-            "converged": float(pred.converged.mean()), "extrapolated": int(pred.extrapolated.sum())}
+    out = {"n_train": n_train, "n_test": n_test, "k": k, "dx": dx, "dy": dy, "fit": t_fit, "predict": t_predict,
+           "peak_mib": _vm("VmHWM"), "errors": _errors(pred.y, Yt), "n_eval": float(pred.n_eval.mean()),
+           "converged": float(pred.converged.mean()), "extrapolated": int(pred.extrapolated.sum()), "dask": None}
+    if dask_workers:
+        from distributed import Client, LocalCluster
+
+        import fastsm.dask
+
+        with LocalCluster(n_workers=dask_workers, threads_per_worker=1, processes=True) as cluster, \
+                Client(cluster) as client:
+            t0 = time.perf_counter()  # the model's broadcast and each worker's first (cached) compile included
+            dist = fastsm.dask.predict(model, Xt, client=client, method="sm")
+            t_dask = time.perf_counter() - t0
+        out["dask"] = {"workers": dask_workers, "time": t_dask, "max_diff": float(np.abs(dist.y - pred.y).max()),
+                       "bitwise": bool(np.array_equal(dist.y, pred.y))}
+    return out
 
 
 def report_per_point(r: dict) -> None:
@@ -101,6 +116,10 @@ def report_per_point(r: dict) -> None:
     print(f"  fit {r['fit']:.2f} s + predict {r['predict']:.2f} s = {r['fit'] + r['predict']:.2f} s; "
           f"peak memory {r['peak_mib']:.0f} MiB; test MAE {r['errors'][0]:.8f}, RMSE {r['errors'][1]:.8f}; "
           f"{r['n_eval']:.2f} evaluations a point, converged {r['converged']:.4f}; extrapolated {r['extrapolated']}")
+    if r["dask"] is not None:
+        d = r["dask"]
+        print(f"  fastsm.dask.predict on a LocalCluster of {d['workers']} single-threaded worker processes: "
+              f"{d['time']:.2f} s; max |y - y_in-process| {d['max_diff']:.1e} (bitwise equal: {d['bitwise']})")
 
 
 def report(r: dict) -> None:
@@ -134,9 +153,12 @@ def main(argv=None) -> None:
     ap.add_argument("--share", choices=("region", "none"), default="region",
                     help="region: region models, per-point ones on --subsample points; none: per-point models only, "
                          "on every test point")
+    ap.add_argument("--dask", type=int, default=0, metavar="WORKERS",
+                    help="with --share none: predict again on a LocalCluster of WORKERS processes")
     a = ap.parse_args(argv)
     if a.share == "none":
-        report_per_point(run_per_point(a.n_train, a.n_test, a.k, a.threads, dx=a.dx, dy=a.dy, latent=a.latent))
+        report_per_point(run_per_point(a.n_train, a.n_test, a.k, a.threads, dx=a.dx, dy=a.dy, latent=a.latent,
+                                       dask_workers=a.dask))
         return
     report(run(a.n_train, a.n_test, a.k, a.region_size, a.subsample, a.threads, dx=a.dx, dy=a.dy, latent=a.latent))
 

@@ -206,3 +206,16 @@ def test_a_dask_array_is_computed_once(setup, threaded):
             got = fdask.predict(m, arr, client=threaded, method="kl")
             np.testing.assert_array_equal(got.y, tgp.predict(m, want, method="kl").y)
             assert sorted(_SOURCE_CALLS) == [(0, 0), (1, 0), (2, 0)], (m, masked, _SOURCE_CALLS)
+
+
+def test_the_large_benchmark_on_a_cluster_equals_in_process():
+    """``local_large.py --share none --dask 2`` (#32 item 4): the per-point job predicted again on a
+    ``LocalCluster`` of two worker processes, bitwise the in-process prediction."""
+    import os
+    import sys
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
+    from local_large import run_per_point
+
+    r = run_per_point(3_000, 200, 50, None, dask_workers=2)
+    assert r["dask"]["bitwise"] and r["dask"]["max_diff"] == 0.0 and r["dask"]["workers"] == 2
