@@ -7,7 +7,11 @@ per-row work between them, the two backward products and the O(N dy) value and g
 part's share is of the ideal time, ``4 N^2 B`` flops at the same run's DGEMM rate
 (:func:`fastsm.cli.bench.dgemm_gflops`); the products' own rate is quoted as GFLOP/s of their
 ``2 N^2 B`` flops.  A single-thread DTRMM against DGEMM at the products' tile shape shows the
-ceiling the triangular products have on this BLAS.  Best of repeats, JIT excluded.
+ceiling the triangular products have on this BLAS.  Best of repeats and the median of 30 calls,
+JIT excluded.  Everything runs inside :func:`fastsm._threads.thread_limits`, as a prediction does:
+Numba's threads, BLAS at one thread.  (Outside it each of the threads' DTRMM calls starts
+OpenBLAS's own threads: on 2 cores the evaluation then took 12.5 ms at best and 16.5 ms in the
+median instead of 9.9 and 10.3 ms, and this script's earlier figures were measured so.)
 
 Run: ``python benchmarks/evaluation_parts.py --sizes 1000 2000 --batches 200 1000``
 """
@@ -15,6 +19,7 @@ Run: ``python benchmarks/evaluation_parts.py --sizes 1000 2000 --batches 200 100
 from __future__ import annotations
 
 import argparse
+import time
 
 import numba
 import numpy as np
@@ -26,6 +31,7 @@ from fastsm._kernels import objectives as O
 from fastsm._kernels.gemm import tri_products
 from fastsm._kernels.objectives import Evaluations, Points, Products, _ops2, workspace
 from fastsm._kernels.rbf import kernel_row
+from fastsm._threads import thread_limits
 from fastsm.cli.bench import best_of, dgemm_gflops, make_problem
 from fastsm.tgp import prediction as api
 
@@ -49,8 +55,26 @@ def _value_rows(obj, pts, idx, Yt, work, out, m):
         O._row_value_grad(obj, pts, r, idx, Yt, work, out, None)
 
 
+def median_of(fn, calls: int = 30) -> float:
+    """Median wall time of ``calls`` calls after one warm-up call."""
+    fn()
+    times = []
+    for _ in range(calls):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
 def parts(n: int, b: int) -> dict:
     model, X, Y = make_problem(n, dy=16, n_test=b)
+    with thread_limits(None):
+        r = _parts(model, X, Y, n, b)
+    r["dgemm"] = dgemm_gflops(n, b, None)
+    return r
+
+
+def _parts(model, X, Y, n: int, b: int) -> dict:
     F, eta_x, _, _ = api._point_data(model, X, "sm")
     obj = api._objective(model, "sm", 1.0)
     plan = api.products_plan(model)
@@ -61,13 +85,15 @@ def parts(n: int, b: int) -> dict:
     prod = Products(work, plan, nt)
     fwd = _ops2(O._K, 0, 1, O._Z1, O._K, 1, 1, O._Z2)
     bwd = _ops2(O._Z1, 0, 0, O._R1, O._Z2, 1, 0, O._R2)
-    t = {"whole evaluation": best_of(lambda: O.evaluate_rows(obj, pts, idx, Yt, out, prod, None, None), 5, 1.0),
-         "kernel rows": best_of(lambda: _kernel_rows(obj, Yt, work, b), 5, 1.0),
-         "forward products": best_of(lambda: tri_products(work, obj.W1, obj.W2, fwd, b, plan, nt), 5, 1.0),
-         "per-row work": best_of(lambda: _middle_rows(obj, pts, idx, work, out, b), 5, 1.0),
-         "backward products": best_of(lambda: tri_products(work, obj.W1, obj.W2, bwd, b, plan, nt), 5, 1.0),
-         "value and gradient": best_of(lambda: _value_rows(obj, pts, idx, Yt, work, out, b), 5, 1.0)}
-    return {"t": t, "dgemm": dgemm_gflops(n, b, None), "tile": int(min(plan.heights[0], -(-b // nt)))}
+    calls = {"whole evaluation": lambda: O.evaluate_rows(obj, pts, idx, Yt, out, prod, None, None),
+             "kernel rows": lambda: _kernel_rows(obj, Yt, work, b),
+             "forward products": lambda: tri_products(work, obj.W1, obj.W2, fwd, b, plan, nt),
+             "per-row work": lambda: _middle_rows(obj, pts, idx, work, out, b),
+             "backward products": lambda: tri_products(work, obj.W1, obj.W2, bwd, b, plan, nt),
+             "value and gradient": lambda: _value_rows(obj, pts, idx, Yt, work, out, b)}
+    t = {name: best_of(fn, 5, 1.0) for name, fn in calls.items()}
+    med = {name: median_of(fn) for name, fn in calls.items()}
+    return {"t": t, "median": med, "tile": int(min(plan.heights[0], -(-b // nt)))}
 
 
 def trmm_ceiling(n: int, h: int) -> tuple[float, float]:
@@ -87,7 +113,8 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 2000])
     ap.add_argument("--batches", type=int, nargs="+", default=[200, 1000])
     args = ap.parse_args()
-    print(f"threads = {numba.get_num_threads()}; shares of the ideal time 4 N^2 B / DGEMM rate")
+    print(f"threads = {numba.get_num_threads()}; shares of the ideal time 4 N^2 B / DGEMM rate; best of repeats "
+          "(median of 30 calls in brackets)")
     for n in args.sizes:
         for b in args.batches:
             r = parts(n, b)
@@ -100,7 +127,7 @@ def main() -> None:
                     rate = f"  {g:6.1f} GFLOP/s ({g / r['dgemm']:.0%} of DGEMM)"
                 elif name == "whole evaluation":
                     rate = f"  {4.0 * n * n * b / sec / 1e9:6.1f} GFLOP/s ({ideal / sec:.0%} of DGEMM)"
-                print(f"  {name:20s} {sec * 1e3:8.3f} ms {sec / ideal:6.1%}{rate}")
+                print(f"  {name:20s} {sec * 1e3:8.3f} ms ({r['median'][name] * 1e3:8.3f}) {sec / ideal:6.1%}{rate}")
             trmm, gemm = trmm_ceiling(n, r["tile"])
             print(f"  one thread, {r['tile']}-row tile: DTRMM {trmm:.1f} GFLOP/s, DGEMM {gemm:.1f} GFLOP/s "
                   f"(DTRMM {trmm / gemm:.0%} of DGEMM)")

@@ -122,6 +122,32 @@ def test_the_supported_start_kernel_matches_numpy(form, method):
             np.testing.assert_array_equal(got, ref)
 
 
+@pytest.mark.parametrize("n", [1, 2, 7])
+def test_the_bounds_without_the_held_row_match_numpy(n):
+    """The supported start's per-column bounds, each row's own output left out, against NumPy,
+    with extremes present twice (leaving one copy out keeps the other) and a single row."""
+    from fastsm._kernels.points import _column_bounds, _column_extremes
+
+    rng = np.random.default_rng(n)
+    Y = rng.integers(0, 3, size=(n, 4)).astype(float)  # ties in every column
+    Y[:, 3] = rng.standard_normal(n)
+    ext = _column_extremes(Y)
+    held = np.arange(n)
+    srt = np.sort(Y, axis=0)
+    lo, hi = np.empty(4), np.empty(4)
+    for r in range(n):
+        _column_bounds(Y, ext, held, r, lo, hi)
+        np.testing.assert_array_equal(lo, np.where(Y[r] == srt[0], srt[min(1, n - 1)], srt[0]))
+        np.testing.assert_array_equal(hi, np.where(Y[r] == srt[-1], srt[max(-2, -n)], srt[-1]))
+        if n > 1:
+            rest = np.delete(Y, r, axis=0)
+            np.testing.assert_array_equal(lo, rest.min(axis=0))
+            np.testing.assert_array_equal(hi, rest.max(axis=0))
+        _column_bounds(Y, ext, None, r, lo, hi)
+        np.testing.assert_array_equal(lo, Y.min(axis=0))
+        np.testing.assert_array_equal(hi, Y.max(axis=0))
+
+
 def test_point_data_matches_scipy():
     X, Xt, Y, _ = datasets.random_structured(4, n_train=50, n_test=9, dx=3, dy=2)
     p = PARAMS.resolve(X, Y, None)

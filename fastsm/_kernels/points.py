@@ -137,41 +137,49 @@ def evaluate_into(obj, F, eta_x, Yb, val, grad, plan, nthreads, cubic, held):
 
 
 @kernel()
-def _column_bounds(Y, held, r):
-    """The training outputs' per-column ``(lo, hi)``, without the row ``held[r]`` if ``held`` (the
-    second extreme where the held row is the extreme)."""
+def _column_extremes(Y):
+    """Per column of the training outputs, the two smallest and the two largest values
+    ``(lo1, lo2, hi1, hi2)`` (a value present twice fills both places; ``lo2 = lo1`` and
+    ``hi2 = hi1`` for one row).  O(N dy), once per call."""
     n, dy = Y.shape
-    lo = np.empty(dy)
-    hi = np.empty(dy)
-    for c in range(dy):
-        a1 = np.inf  # the two smallest and the two largest values
-        a2 = np.inf
-        b1 = -np.inf
-        b2 = -np.inf
-        for i in range(n):
+    lo1 = np.full(dy, np.inf)
+    lo2 = np.full(dy, np.inf)
+    hi1 = np.full(dy, -np.inf)
+    hi2 = np.full(dy, -np.inf)
+    for i in range(n):
+        for c in range(dy):
             v = Y[i, c]
-            if v < a1:
-                a2 = a1
-                a1 = v
-            elif v < a2:
-                a2 = v
-            if v > b1:
-                b2 = b1
-                b1 = v
-            elif v > b2:
-                b2 = v
-        if n == 1:
-            a2 = a1
-            b2 = b1
-        lo[c] = a1
-        hi[c] = b1
+            if v < lo1[c]:
+                lo2[c] = lo1[c]
+                lo1[c] = v
+            elif v < lo2[c]:
+                lo2[c] = v
+            if v > hi1[c]:
+                hi2[c] = hi1[c]
+                hi1[c] = v
+            elif v > hi2[c]:
+                hi2[c] = v
+    if n == 1:
+        lo2[:] = lo1
+        hi2[:] = hi1
+    return lo1, lo2, hi1, hi2
+
+
+@kernel()
+def _column_bounds(Y, ext, held, r, lo, hi):
+    """The training outputs' per-column bounds into ``lo`` and ``hi``, without the row ``held[r]``
+    if ``held`` (the second extreme where the held row is the extreme); ``ext`` is
+    :func:`_column_extremes` of ``Y``.  O(dy)."""
+    lo1, lo2, hi1, hi2 = ext
+    for c in range(Y.shape[1]):
+        lo[c] = lo1[c]
+        hi[c] = hi1[c]
         if held is not None:
             y = Y[held[r], c]
-            if y == a1:
-                lo[c] = a2
-            if y == b1:
-                hi[c] = b2
-    return lo, hi
+            if y == lo1[c]:
+                lo[c] = lo2[c]
+            if y == hi1[c]:
+                hi[c] = hi2[c]
 
 
 @kernel()
@@ -192,12 +200,13 @@ def supported_rows(fit, obj, Xb, Y0, method, plan, nthreads, held, spread, batch
     for i in range(n):
         for c in range(dy):
             absmax[c] = max(absmax[c], abs(Y[i, c]))
-    lo, hi = _column_bounds(Y, None, 0)
+    ext = _column_extremes(Y)
+    lo = np.empty(dy)
+    hi = np.empty(dy)
     outside = np.zeros(m, dtype=np.bool_)
     finite = True
     for r in range(m):
-        if held is not None:
-            lo, hi = _column_bounds(Y, held, r)
+        _column_bounds(Y, ext, held, r, lo, hi)
         for c in range(dy):
             # beyond the box by more than rounding and a thousandth of the spread
             margin = 1e-3 * spread[r] + 1e-9 * absmax[c]
