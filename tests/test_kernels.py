@@ -5,7 +5,7 @@ import pytest
 from scipy.spatial.distance import cdist
 
 from fastsm._kernels.rank_one import bordered_inverse, downdate_inverse, sumsq_rows
-from fastsm._kernels.rbf import contract_jacobian, rbf_cross, rbf_gram, rbf_jacobian
+from fastsm._kernels.rbf import contract_jacobian, contract_lanes, rbf_cross, rbf_gram, rbf_jacobian
 from tests.naive import fd_gradient, rbf
 
 
@@ -71,6 +71,45 @@ def test_contract_jacobian_equals_explicit_product(rng):
     contract_jacobian(y, Z, k, 0.3, (0.5, -2.0, 3.0), (v1, v2, v3), True, g)
     J = rbf_jacobian(y, Z, k, 0.3)
     np.testing.assert_allclose(g, (0.5 * v1 - 2.0 * v2 + 3.0 * v3) @ J, rtol=1e-12, atol=1e-14)
+
+
+def _lanes_in_python(y, Zt, k, gamma, c1, v1, c2, v2):
+    """contract_lanes's order of operations, one Python float (IEEE double) operation at a time."""
+    d, n = Zt.shape
+    w = [(c1 * float(v1[i]) + c2 * float(v2[i])) * float(k[i]) for i in range(n)]
+    m = n - n % 8
+
+    def lane_sum(term):
+        acc = [0.0] * 8
+        for i in range(0, m, 8):
+            for lane in range(8):
+                acc[lane] = acc[lane] + term(i + lane)
+        t = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))
+        for i in range(m, n):
+            t += term(i)
+        return t
+
+    s = lane_sum(lambda i: w[i])
+    return np.array([-2.0 * gamma * (float(y[c]) * s - lane_sum(lambda i, c=c: w[i] * float(Zt[c, i])))
+                     for c in range(d)])
+
+
+@pytest.mark.parametrize("n, d", [(1, 1), (8, 4), (13, 5), (203, 17), (1000, 16)])
+def test_contract_lanes_sums_in_its_written_order(rng, n, d):
+    """The eight-lane contraction bitwise against the same order in Python floats, and against the
+    explicit product ``a^T J`` in long double (its rounding error only)."""
+    Z = rng.normal(size=(n, d))
+    y = rng.normal(size=d)
+    k = rbf(y[None], Z, 0.3)[0]
+    v1, v2 = rng.normal(size=(2, n))
+    g, w = np.empty(d), np.empty(n)
+    Zt = np.ascontiguousarray(Z.T)
+    contract_lanes(y, Zt, k, 0.3, 0.5, v1, -2.0, v2, w, g)
+    np.testing.assert_array_equal(g, _lanes_in_python(y, Zt, k, 0.3, 0.5, v1, -2.0, v2))
+    a = (0.5 * v1.astype(np.longdouble) - 2.0 * v2) * k
+    ref = -2 * np.longdouble(0.3) * (y * a.sum() - Z.T.astype(np.longdouble) @ a)
+    bound = 2 * 0.3 * (np.abs(a).sum() * (np.abs(y) + np.abs(Z).max(axis=0))) * (n + 4) * np.finfo(float).eps
+    assert np.all(np.abs(g - ref) <= bound)
 
 
 def test_bordered_inverse_matches_dense(rng):

@@ -34,7 +34,7 @@ from numba import prange
 
 from fastsm._kernels.gemm import tri_products
 from fastsm._kernels.rank_one import bordered_inverse
-from fastsm._kernels.rbf import contract_jacobian, kernel_row
+from fastsm._kernels.rbf import contract_jacobian, contract_lanes, kernel_row
 from fastsm.config import kernel
 
 KL = 0
@@ -413,18 +413,18 @@ def _row_value_grad(obj, pts, r, idx, Yt, work, out, held):
     grad = out.grad[r]
     eta_y = out.eta_y[r]
     eta_x = pts.eta_x[p]
-    method, Z, gamma = obj.method, obj.Z, obj.gamma
+    method, Zt, gamma = obj.method, obj.Zt, obj.gamma
+    scratch = work[_Z1, r]  # free once the backward products have read it (IKL reads it first, below)
     if method == KL:
         # [SM] Eq. 5; gradient -2 (u_x - eta_x/eta_y u_y)^T J (MATH §3, Eq. 6 corrected)
         value = obj.kyy - 2.0 * _dot(k, pts.F[p], n, 0) - eta_x * np.log(eta_y)
-        contract_jacobian(y, Z, k, gamma, (-2.0, 2.0 * eta_x / eta_y, 0.0), (pts.F[p], work[_R1, r], work[_R1, r]),
-                          False, grad)
+        contract_lanes(y, Zt, k, gamma, -2.0, pts.F[p], 2.0 * eta_x / eta_y, work[_R1, r], scratch, grad)
     elif method == IKL:
         # [SM] Eq. 7/8: -2 k_x^T u_y + u_y^T K_X u_y + eta_y (log eta_y - log eta_x)
         value = -2.0 * _dot(pts.F[p], work[_Z1, r], n, 0) + _sumsq(work[_Z2, r]) + eta_y * (
             np.log(eta_y) - np.log(eta_x))
         q = work[_R2, r]
-        contract_jacobian(y, Z, k, gamma, (1.0, 0.0, 0.0), (q, q, q), False, grad)
+        contract_lanes(y, Zt, k, gamma, 1.0, q, 0.0, q, scratch, grad)
     else:
         # [SM] Eq. 16/17 in log space: s = a log eta_y - log eta_xy
         a, beta, eta_xy = obj.alpha, obj.beta, out.eta_xy[r]
@@ -437,8 +437,8 @@ def _row_value_grad(obj, pts, r, idx, Yt, work, out, held):
             value = np.exp(c * s) / (beta - 1.0)
             dlds = c * value
         # ds/dy = (-2 a u_y / eta_y + 2 a u_xy / eta_xy)^T J
-        contract_jacobian(y, Z, k, gamma, (dlds * (-2.0 * a / eta_y), dlds * 2.0 * a / eta_xy, 0.0),
-                          (work[_R1, r], work[_R2, r], work[_R2, r]), False, grad)
+        contract_lanes(y, Zt, k, gamma, dlds * (-2.0 * a / eta_y), work[_R1, r], dlds * 2.0 * a / eta_xy,
+                       work[_R2, r], scratch, grad)
     out.value[r] = value
 
 

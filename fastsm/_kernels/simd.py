@@ -6,8 +6,9 @@ from several other rows of it — a Cholesky factorisation's trailing update —
 and Numba gives LLVM no aliasing facts about array arguments, so such loops stay scalar
 (docs/scale.md).  :data:`vec8` is a Numba type whose values are LLVM ``<8 x double>`` vectors;
 :func:`vload` / :func:`vstore` move eight consecutive entries of an array, and :func:`vadd`,
-:func:`vsub`, :func:`vmul`, :func:`vsplat` compute on them.  The code then says which loads and stores happen, in
-which order, and LLVM keeps the vectors in registers.
+:func:`vsub`, :func:`vmul`, :func:`vsplat` compute on them, and :func:`vhsum` sums the lanes in a
+fixed order.  The code then says which loads and stores happen, in which order, and LLVM keeps
+the vectors in registers.
 
 Every operation is an IEEE operation on each of the eight lanes (a plain ``fmul`` / ``fsub``, no
 fast-math flags, never fused): the results are those of the same scalar code, on every CPU —
@@ -99,3 +100,15 @@ def vmul(typingctx, a, b):
         return builder.fmul(args[0], args[1])
 
     return vec8(vec8, vec8), codegen
+
+
+@intrinsic
+def vhsum(typingctx, v):
+    """The sum of the eight lanes in one fixed order, ``((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7))``."""
+    def codegen(context, builder, sig, args):
+        lane = [builder.extract_element(args[0], ir.Constant(ir.IntType(32), i)) for i in range(8)]
+        left = builder.fadd(builder.fadd(lane[0], lane[1]), builder.fadd(lane[2], lane[3]))
+        right = builder.fadd(builder.fadd(lane[4], lane[5]), builder.fadd(lane[6], lane[7]))
+        return builder.fadd(left, right)
+
+    return types.float64(vec8), codegen
