@@ -33,6 +33,7 @@ import numpy as np
 from numba import prange
 
 from fastsm._kernels.gemm import tri_products
+from fastsm._kernels.kliep_problem import dot_lanes
 from fastsm._kernels.rank_one import bordered_inverse
 from fastsm._kernels.rbf import contract_jacobian, contract_lanes, kernel_row
 from fastsm.config import kernel
@@ -87,22 +88,6 @@ class Products(NamedTuple):
     work: np.ndarray  # :func:`workspace`: kernel rows and the products
     plan: object  # :class:`fastsm._kernels.gemm.TilePlan`, checked for this process's BLAS and N
     nthreads: int  # the caller's Numba thread count (a kernel reading it would be uncacheable)
-
-
-@kernel()
-def _dot(a, b, n, off):
-    s = 0.0
-    for j in range(n):
-        s += a[j] * b[off + j]
-    return s
-
-
-@kernel()
-def _sumsq(a):
-    s = 0.0
-    for j in range(a.shape[0]):
-        s += a[j] * a[j]
-    return s
 
 
 @kernel()
@@ -372,7 +357,7 @@ def _middle(obj, pts, r, idx, work, out, held):
         h = held[p]
     if h >= 0:
         project_out(z, obj.W1, h)
-    eta_y, hits = _floored(obj.kyy - _sumsq(z), obj.floor)
+    eta_y, hits = _floored(obj.kyy - dot_lanes(z, z), obj.floor)
     eta_xy = np.nan
     if obj.method == SM:
         a = obj.alpha
@@ -382,7 +367,7 @@ def _middle(obj, pts, r, idx, work, out, held):
             zxy[j] = (1.0 - a) * g[j] + a * zxy[j]
         if h >= 0:
             project_out(zxy, obj.W2, h)
-        eta_xy, hit2 = _floored((1.0 - a) * obj.kxx + a * obj.kyy - _sumsq(zxy), obj.floor)
+        eta_xy, hit2 = _floored((1.0 - a) * obj.kxx + a * obj.kyy - dot_lanes(zxy, zxy), obj.floor)
         hits += hit2
     out.eta_y[r] = eta_y
     out.eta_xy[r] = eta_xy
@@ -408,7 +393,6 @@ def _ikl_direction(obj, pts, r, idx, work, out, held):
 def _row_value_grad(obj, pts, r, idx, Yt, work, out, held):
     p = idx[r]
     k = work[_K, r]
-    n = k.shape[0]
     y = Yt[r]
     grad = out.grad[r]
     eta_y = out.eta_y[r]
@@ -417,11 +401,11 @@ def _row_value_grad(obj, pts, r, idx, Yt, work, out, held):
     scratch = work[_Z1, r]  # free once the backward products have read it (IKL reads it first, below)
     if method == KL:
         # [SM] Eq. 5; gradient -2 (u_x - eta_x/eta_y u_y)^T J (MATH §3, Eq. 6 corrected)
-        value = obj.kyy - 2.0 * _dot(k, pts.F[p], n, 0) - eta_x * np.log(eta_y)
+        value = obj.kyy - 2.0 * dot_lanes(k, pts.F[p]) - eta_x * np.log(eta_y)
         contract_lanes(y, Zt, k, gamma, -2.0, pts.F[p], 2.0 * eta_x / eta_y, work[_R1, r], scratch, grad)
     elif method == IKL:
         # [SM] Eq. 7/8: -2 k_x^T u_y + u_y^T K_X u_y + eta_y (log eta_y - log eta_x)
-        value = -2.0 * _dot(pts.F[p], work[_Z1, r], n, 0) + _sumsq(work[_Z2, r]) + eta_y * (
+        value = -2.0 * dot_lanes(pts.F[p], work[_Z1, r]) + dot_lanes(work[_Z2, r], work[_Z2, r]) + eta_y * (
             np.log(eta_y) - np.log(eta_x))
         q = work[_R2, r]
         contract_lanes(y, Zt, k, gamma, 1.0, q, 0.0, q, scratch, grad)
