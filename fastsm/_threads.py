@@ -194,6 +194,7 @@ def _after_fork_in_child() -> None:
     _GATE._reset()
     _HELPERS.__dict__.clear()
     _LIMITS.__dict__.clear()
+    _POOL.__dict__.clear()
     _ALL_HELPERS.clear()
     _FORKING.clear()
     _OWN_THREADS.clear()
@@ -254,8 +255,13 @@ def _remember_thread(tid: int) -> None:
         _OWN_THREADS.intersection_update(present)
 
 
-def _pool_thread_start() -> None:
+#: Per thread: the stop flag of the :func:`worker_pool` the thread belongs to (unset outside pools)
+_POOL = threading.local()
+
+
+def _pool_thread_start(stop: np.ndarray) -> None:
     _GATE.join()
+    _POOL.stop = stop
     _remember_thread(threading.get_native_id())
 
 
@@ -289,11 +295,22 @@ def worker_pool(workers: int, name: str) -> Iterator[ThreadPoolExecutor]:
     of it), so ``fork()`` waits for the block to end: a live thread that used
     TBB keeps TBB from shutting down for the fork.  Numba's threading layer
     starts first, in the main thread (:func:`fastsm._layer.launch_in_main_thread`).
+
+    The pool's threads run their :func:`run_interruptible` calls themselves (no helper thread:
+    the pool's threads end with the block) and share one stop flag.  When the block ends by an
+    exception (Ctrl-C in the caller), the flag is set, so the calls in flight return after their
+    current evaluation round, and the calls not yet started are cancelled.
     """
     launch_in_main_thread()
+    stop = np.zeros(1, dtype=np.int64)
     with _GATE.running(), ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name,
-                                             initializer=_pool_thread_start) as pool:
-        yield pool
+                                             initializer=_pool_thread_start, initargs=(stop,)) as pool:
+        try:
+            yield pool
+        except BaseException:
+            stop[0] = 1
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
 
 
 class _Helper:
@@ -342,14 +359,25 @@ class _Helper:
                 self.closed = True
                 self.queue.put(None)
 
+    def release(self) -> None:
+        """:meth:`close` for a helper whose calling thread ended (no one submits any more): no lock, so
+        that a finaliser run in a forked child never waits for a lock a vanished thread held."""
+        self.closed = True
+        self.queue.put(None)
+
     def stop(self) -> None:
         self.close()
         if self.thread is not threading.current_thread():
             self.thread.join()
 
 
+class _Owner:
+    """Held by a calling thread's :class:`_Helpers` slot only: collected when that thread ends, which
+    closes the thread's helper (a finaliser), so ended callers leave no helper thread behind."""
+
+
 class _Helpers(threading.local):
-    """One helper per calling thread (created on first use).
+    """One helper per calling thread (created on first use), closed when the calling thread ends.
 
     A new OS thread per call cost ~1 ms alone and, with several busy
     processes, far more; a helper per *calling* thread keeps concurrent calls
@@ -357,6 +385,7 @@ class _Helpers(threading.local):
     """
 
     helper: _Helper | None = None
+    owner: _Owner | None = None
 
     def get(self) -> _Helper | None:
         """This thread's open helper; ``None`` while a fork is being prepared (run inline then)."""
@@ -366,6 +395,8 @@ class _Helpers(threading.local):
                     return None
                 self.helper = _Helper()
                 _ALL_HELPERS.add(self.helper)
+            self.owner = _Owner()
+            weakref.finalize(self.owner, self.helper.release)
         return self.helper
 
 
@@ -427,7 +458,10 @@ def run_interruptible(threads: int | None, body: Callable[[Compute], Any], *, fl
     n = resolve_threads(threads)
     launch_in_main_thread()  # the layer must not start in the helper (see launch_in_main_thread)
     handle = Compute(n)
-    if flops < INTERRUPTIBLE_FLOPS:
+    pool_stop = getattr(_POOL, "stop", None)
+    if pool_stop is not None:  # a worker_pool thread: its pool's flag, and no helper
+        handle.stop = pool_stop
+    if flops < INTERRUPTIBLE_FLOPS or pool_stop is not None:
         with thread_limits(n):
             return body(handle)
 

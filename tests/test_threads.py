@@ -1,0 +1,58 @@
+"""fastsm._threads: helper threads, worker pools and Ctrl-C (each test in a process of its own)."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _run(code: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def test_ended_callers_and_worker_pools_leave_no_threads_behind():
+    """#53 item 1: before, every ended calling thread left its helper ("fastsm-kernel") alive, and
+    every local prediction's pool threads each left one: 100 short-lived callers left 101 helpers,
+    and a loop of region-model predictions grew by two threads (and ~8 MB of address space) a call
+    until thread creation failed.  Every call here uses a helper (the size threshold set to 0)."""
+    code = """
+    import gc, threading, time
+    from fastsm import datasets, tgp
+    import fastsm._threads as th
+    th.INTERRUPTIBLE_FLOPS = 0.0
+    X, Xt, Y, _ = datasets.toy1(0, n_train=100, n_test=10)
+    m = tgp.fit(X, Y)
+    local = tgp.fit_local(X, Y, n_neighbors=40, share="region")
+    tgp.predict(local, Xt, threads=2, max_iter=3)
+    vm = lambda: int([ln for ln in open("/proc/self/status") if ln.startswith("VmSize")][0].split()[1]) // 1024
+    helpers = lambda: sum(t.name == "fastsm-kernel" for t in threading.enumerate())
+    def settle():
+        gc.collect()
+        end = time.monotonic() + 10.0
+        while helpers() > 1 and time.monotonic() < end:
+            time.sleep(0.01)
+    settle()
+    before = vm()
+    for _ in range(100):
+        t = threading.Thread(target=lambda: tgp.predict(m, Xt, max_iter=3))
+        t.start()
+        t.join()
+    settle()
+    print("callers", helpers(), threading.active_count(), vm() - before)
+    for _ in range(200):
+        tgp.predict(local, Xt, threads=2, max_iter=3)
+    settle()
+    print("region", helpers(), threading.active_count(), vm() - before)
+    """
+    out = _run(code)
+    assert out.returncode == 0, out.stderr[-3000:]
+    for line in out.stdout.splitlines():
+        name, helpers, threads, grown = line.split()
+        # the main thread's own helper at most; before: 101 after the callers, 501 after the loop
+        assert int(helpers) <= 1 and int(threads) <= 2, line
+        assert int(grown) < 256, line  # MB of address space; before: ~1.6 GB after the callers
+
