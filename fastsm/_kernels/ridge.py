@@ -24,6 +24,8 @@ from fastsm.config import kernel
 #: ``dgelsd`` (``1 / sqrt(eps)``: far below where the SVD's cut-off ``eps * max(M, N)`` acts).
 QR_MAX_SPREAD = 2.0 ** 26
 
+EPS = float(np.finfo(np.float64).eps)
+
 
 @kernel()
 def householder_lstsq(A, b):
@@ -84,10 +86,11 @@ def ridge_start(X, Y, w, weighted):
     """``(coef, spread)``: ridge coefficients ``(dx+1, dy)`` (bias last) and ``sqrt(sum_c var(Y[:, c]))``.
 
     The problem of :func:`fastsm.tgp.fitting.ridge`: on centred columns scaled to unit root mean
-    square (1 for a constant column), penalty ``r = 1e-6 * max(mean_c sum_i Xc[i, c]^2, 1e-300)``
-    on the inputs, none on the bias; with weights ``w`` (if ``weighted``) rows scaled by
-    ``sqrt(w / max w)`` and ``r`` by ``mean(w / max w)``.  Householder QR, or ``dgelsd``'s
-    minimal-norm solution where ``R`` is near singular (:func:`householder_lstsq`).
+    square (a column constant to rounding is 0, as in :func:`fastsm.tgp.fitting.ridge_frame`), penalty
+    ``r = 1e-6 * max(mean_c sum_i Xc[i, c]^2, 1e-300)`` on the inputs, none on the bias; with
+    weights ``w`` (if ``weighted``) rows scaled by ``sqrt(w / max w)`` and ``r`` by
+    ``mean(w / max w)``.  Householder QR, or ``dgelsd``'s minimal-norm solution where ``R`` is near
+    singular (:func:`householder_lstsq`).
     """
     n, dx = X.shape
     dy = Y.shape[1]
@@ -98,16 +101,23 @@ def ridge_start(X, Y, w, weighted):
     for c in range(dx):
         mu[c] /= n
     var = np.zeros(dx)
+    top_x = np.zeros(dx)
     for i in range(n):
         for c in range(dx):
             d = X[i, c] - mu[c]
             var[c] += d * d
+            top_x[c] = max(top_x[c], abs(X[i, c]))
     scale = np.empty(dx)
+    constant = np.zeros(dx, dtype=np.bool_)
     total = 0.0
     for c in range(dx):
-        total += var[c]
         s = np.sqrt(var[c] / n)
-        scale[c] = s if s > 0.0 else 1.0
+        if s <= n * EPS * top_x[c]:  # constant to rounding (fastsm.tgp.fitting.ridge_frame)
+            constant[c] = True
+            scale[c] = 1.0
+        else:
+            total += var[c]
+            scale[c] = s
     r = 1e-6 * max(total / dx, 1e-300)
     top = 1.0
     if weighted:
@@ -118,7 +128,7 @@ def ridge_start(X, Y, w, weighted):
     for i in range(n):
         si = np.sqrt(w[i] / top) if weighted else 1.0
         for c in range(dx):
-            A[i, c] = si * ((X[i, c] - mu[c]) / scale[c])
+            A[i, c] = 0.0 if constant[c] else si * ((X[i, c] - mu[c]) / scale[c])
         A[i, dx] = si
         for c in range(dy):
             b[i, c] = si * Y[i, c]
@@ -134,7 +144,8 @@ def ridge_start(X, Y, w, weighted):
     for k in range(dy):
         t = 0.0
         for c in range(dx):
-            t += mu[c] * coef[c, k]
+            if not constant[c]:
+                t += mu[c] * coef[c, k]
         coef[dx, k] = z[dx, k] - t
     ym = np.zeros(dy)
     for i in range(n):

@@ -156,8 +156,7 @@ def ridge(X: np.ndarray, Y: np.ndarray, sample_weight: np.ndarray | None = None)
     is multiplied by the mean weight: a common factor of the weights changes nothing.
     """
     n, dx = X.shape
-    mu, scale = ridge_frame(X)
-    Xc = X - mu
+    mu, scale, Xc = ridge_frame(X)
     r = 1e-6 * max(float(np.mean(np.sum(Xc * Xc, axis=0))), 1e-300)
     # solved for z = scale * coef on centred, unit-scale columns (the same minimiser: the penalty
     # rows carry 1 / scale), so lstsq's rank cut-off does not drop the bias or the inputs when
@@ -192,12 +191,21 @@ def output_spread(Y: np.ndarray) -> float:
     return top * float(np.finfo(np.float64).eps) if top > 0.0 else float(np.finfo(np.float64).tiny)
 
 
-def ridge_frame(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The centre and per-column scale :func:`ridge` solves in: column means and root mean squares
-    of the centred columns (1 for a constant column)."""
+def ridge_frame(X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(mu, scale, Xc)``: the frame :func:`ridge` solves in.
+
+    ``mu``: column means; ``Xc = X - mu``; ``scale``: root mean square of ``Xc``'s columns.  A column
+    whose spread is within the rounding of its mean (``scale <= n eps max_i |X[i, c]|``, a constant
+    column whose mean is inexact included) is constant: its ``Xc`` is 0 and its scale 1.  Scaled to
+    unit size, such rounding noise gave coefficients of ~1/eps (all-equal inputs predicted 1e5).
+    """
+    n = X.shape[0]
     mu = X.mean(axis=0)
-    scale = np.sqrt(np.mean((X - mu) ** 2, axis=0))
-    return mu, np.where(scale > 0.0, scale, 1.0)
+    Xc = X - mu
+    scale = np.sqrt(np.mean(Xc**2, axis=0))
+    constant = scale <= n * np.finfo(np.float64).eps * np.abs(X).max(axis=0, initial=0.0)
+    Xc[:, constant] = 0.0
+    return mu, np.where(constant, 1.0, scale), Xc
 
 
 def weighted_gram(Z: np.ndarray, gamma: float, lam: float, sample_weight: np.ndarray | None) -> np.ndarray:

@@ -84,8 +84,7 @@ def loo_ridge(model: TGPModel) -> np.ndarray:
     w = w / top  # with the penalty divided by the same: the same minimisers, no overflow for huge weights
     # in the full set's centred, unit-scale columns (ridge_frame): the same minimisers, and
     # normal equations whose scale does not depend on the units of X
-    mu, scale = ridge_frame(X)
-    Xc = X - mu
+    mu, scale, Xc = ridge_frame(X)
     A1 = np.hstack([Xc / scale, np.ones((n, 1))])
     G = (A1 * w[:, None]).T @ A1
     R = (A1 * w[:, None]).T @ Y

@@ -1,0 +1,71 @@
+"""fastsm.tgp.fitting: the ridge start's frame, its kernel twin and the leave-one-out starts."""
+
+import numpy as np
+import pytest
+
+from fastsm import tgp
+from fastsm._kernels.ridge import ridge_start
+from fastsm.tgp.fitting import ridge, ridge_frame
+from fastsm.tgp.loo import loo_ridge
+
+PARAMS = tgp.TGPParams(gamma_x=0.5, gamma_y=0.5, lambda_x=0.1, lambda_y=0.1, alpha=0.5, beta=1.5)
+
+
+def _identical_inputs(value, n=51, dx=3, dy=2, seed=0):
+    rng = np.random.default_rng(seed)
+    return np.full((n, dx), value), rng.standard_normal((n, dy))
+
+
+def test_the_inexact_mean_of_a_constant_column_is_rounding():
+    """#53 item 2: 0.64042265 repeated 51 times has an inexact mean; its spread is rounding, not data."""
+    X, _ = _identical_inputs(0.64042265)
+    assert np.abs(X.mean(axis=0) - X[0]).max() > 0.0  # the case: the mean is inexact
+    mu, scale, Xc = ridge_frame(X)
+    np.testing.assert_array_equal(Xc, 0.0)
+    np.testing.assert_array_equal(scale, 1.0)
+
+
+@pytest.mark.parametrize("value", [0.64042265, 0.7, -3.3e5])
+def test_identical_inputs_start_at_the_mean_of_the_outputs(value):
+    """#53 item 2: with every input equal, the ridge on the deduplicated rows (one row: the unpenalised
+    bias alone) is the mean of ``Y``, everywhere.  Before: coefficients ~1e4 and starts of +-4e4."""
+    X, Y = _identical_inputs(value)
+    Xt = np.random.default_rng(1).uniform(-1.0, 1.0, (9, X.shape[1])) + value
+    ref = Y.mean(axis=0)
+    for coef in (ridge(X, Y), ridge_start(X, Y, np.ones(1), False)[0]):
+        start = np.hstack([Xt, np.ones((len(Xt), 1))]) @ coef
+        np.testing.assert_allclose(start, np.broadcast_to(ref, start.shape), rtol=0, atol=1e-14)
+    model = tgp.fit(X, Y, PARAMS)
+    loo = loo_ridge(model)
+    ref_loo = (Y.sum(axis=0) - Y) / (len(Y) - 1)  # the mean of the other rows
+    np.testing.assert_allclose(loo, ref_loo, rtol=0, atol=1e-13)
+
+
+def test_one_constant_column_drops_out_of_the_ridge():
+    """#53 item 2: a constant column (inexact mean) beside informative ones: the ridge is that of the
+    other columns to the penalty's order (1e-6), and its coefficient is 0."""
+    rng = np.random.default_rng(4)
+    X = rng.standard_normal((80, 3))
+    X[:, 1] = 0.64042265
+    Y = X[:, [0, 2]] @ np.array([[1.0, -2.0], [0.5, 3.0]]) + 0.1 * rng.standard_normal((80, 2))
+    A = np.hstack([X[:, [0, 2]], np.ones((80, 1))])
+    ref = np.linalg.lstsq(A, Y, rcond=None)[0]  # plain least squares on the informative columns
+    for coef in (ridge(X, Y), ridge_start(X, Y, np.ones(1), False)[0]):
+        np.testing.assert_allclose(coef[1], 0.0, atol=1e-12)  # before: ~1e15 times the noise
+        np.testing.assert_allclose(coef[[0, 2, 3]], ref, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("method", ["kl", "sm"])
+def test_identical_inputs_predict_as_translated_exact_ones(method):
+    """#53 item 2: predictions do not depend on where the identical inputs sit: X = 0.64042265 (an
+    inexact mean) predicts as X = 0.7 (an exact one) at test inputs moved by the same 0.05957735,
+    global and local (K = N).  Before: |y| up to 1.0e5 (global) and 1.5e4 (local), all "converged"."""
+    X, Y = _identical_inputs(0.64042265)
+    Xt = np.random.default_rng(2).uniform(0.0, 1.0, (10, X.shape[1]))
+    shift = 0.7 - 0.64042265
+    ref = tgp.predict(tgp.fit(X + shift, Y, PARAMS), Xt + shift, method=method)
+    assert np.abs(ref.y).max() < 3.0  # the exact-mean case is sane (measured 0.57)
+    for model in (tgp.fit(X, Y, PARAMS), tgp.fit_local(X, Y, PARAMS, n_neighbors=len(X))):
+        got = tgp.predict(model, Xt, method=method)
+        # kernel values differ from the translated ones by rounding only (measured: 1e-12)
+        np.testing.assert_allclose(got.y, ref.y, rtol=0, atol=1e-7)
