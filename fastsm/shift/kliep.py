@@ -78,7 +78,9 @@ class ImportanceWeights:
     n_iter : int
         Solver iterations (FW steps or accepted ``pg`` steps).
     n_polish : int
-        Outer polish rounds (0 without polish).
+        Outer polish rounds (0 without polish).  A polish that ends below the objective it was
+        handed (it could not leave a face) is discarded: the solver's iterate, its gap and its
+        ``stop_reason`` are returned, so the polish never lowers ``objective``.
     gap_before_polish : float
         Gap where the solver handed over to the polish (``gap`` without it).
     converged : bool
@@ -136,6 +138,14 @@ def check_pair(X_train, X_test) -> tuple[np.ndarray, np.ndarray]:
     return X_train, X_test
 
 
+def check_center_count(centers, n_test: int) -> int:
+    """An ``int`` ``centers``, checked: between 1 and ``n_test``."""
+    m = int(centers)
+    if not 1 <= m <= n_test:
+        raise ValueError(f"centers must be between 1 and n_test = {n_test} when an int, got {m}")
+    return m
+
+
 def check_centers(centers, X_test: np.ndarray, random_state) -> np.ndarray:
     """``None``: every test point; ``int m``: m test points drawn without replacement;
     1-D ints: indices into ``X_test``; 2-D floats: the centres themselves."""
@@ -143,9 +153,7 @@ def check_centers(centers, X_test: np.ndarray, random_state) -> np.ndarray:
     if centers is None:
         return X_test
     if isinstance(centers, (int, np.integer)) and not isinstance(centers, bool):
-        m = int(centers)
-        if not 1 <= m <= n_te:
-            raise ValueError(f"centers must be between 1 and n_test = {n_te} when an int, got {m}")
+        m = check_center_count(centers, n_te)
         rng = as_rng("random_state", random_state)
         return X_test[np.sort(rng.choice(n_te, size=m, replace=False))]
     arr = np.asarray(centers)
@@ -174,14 +182,21 @@ def median_distance(X_train: np.ndarray, X_test: np.ndarray, *, max_points: int 
     return float(np.sqrt(np.median(d2))) if d2.size else 1.0
 
 
+def kernel_gamma(sigma: float) -> float:
+    """``1 / (2 sigma^2)``, the one place it is formed: 0 for a width so large that it underflows (every
+    kernel value 1), never an ``OverflowError``; a width so small that it overflows is refused."""
+    denominator = 2.0 * sigma * sigma  # a product of floats: inf, never OverflowError (sigma**2 raises)
+    if not denominator > 0.0:
+        raise SigmaTooSmallError(f"sigma = {sigma:g} is too small: 1 / (2 sigma^2) overflows; increase sigma")
+    return 1.0 / denominator
+
+
 def build_problem(X_train, X_test, C, sigma: float, *, stored: bool | None = None):
     """The scaled problem of :mod:`fastsm._kernels.kliep_problem` and ``b``; drops unusable centres.
 
     Returns ``(problem, b, keep)`` with ``keep`` the indices of the centres used.
     """
-    if not 2.0 * sigma * sigma > 0.0:
-        raise SigmaTooSmallError(f"sigma = {sigma:g} is too small: 1 / (2 sigma^2) overflows; increase sigma")
-    gamma = 1.0 / (2.0 * sigma * sigma)
+    gamma = kernel_gamma(sigma)
     b = np.empty(C.shape[0])
     C = np.ascontiguousarray(C)
     kp.center_means(C, np.ascontiguousarray(X_train.T), gamma, b)
@@ -227,6 +242,40 @@ def _trace(n: int) -> kp.FWTrace:
                        np.zeros(n, dtype=np.int64))
 
 
+def _objective(problem, mu: np.ndarray) -> float:
+    """KLIEP's ``F(mu) = sum_j log (A mu)_j`` ([CS] Eq. 6; ``-inf`` where a test point has no support)."""
+    z = np.empty(problem.Xte.shape[0])
+    kp.combine(problem, mu, z, np.empty_like(z))
+    return float(kp.log_sum(z))
+
+
+def _polish_start(problem, mu: np.ndarray) -> np.ndarray:
+    """The polish's start: ``mu`` cut to its :data:`MAX_POLISH_START` largest atoms (Newton costs
+    O(n_te k^2)), plus the largest term's atom of each test point that the cut leaves with less than
+    half its ``(A mu)_j`` (of at most :data:`MAX_POLISH_START` such points, the worst covered),
+    renormalised.  Cut to the largest atoms alone, a test point whose only support was a small atom
+    had ``(A mu)_j = 0``: ``F = -inf``, and the polish could not move."""
+    if np.count_nonzero(mu) <= MAX_POLISH_START:
+        return mu.copy()
+    cut = np.where(mu >= np.sort(mu)[-MAX_POLISH_START], mu, 0.0)
+    z, z_cut = np.empty(problem.Xte.shape[0]), np.empty(problem.Xte.shape[0])
+    kp.combine(problem, mu, z, np.empty_like(z))
+    kp.combine(problem, cut, z_cut, np.empty_like(z))
+    ratio = z_cut / z
+    short = np.flatnonzero(~(ratio >= 0.5))
+    if short.size:
+        short = short[np.argsort(ratio[short], kind="stable")[:MAX_POLISH_START]]  # the worst covered first
+        if problem.stored:
+            rows = problem.A[short]
+        else:
+            rows = np.empty((short.size, mu.size))
+            kp.scaled_kernel(np.ascontiguousarray(problem.Xte[short]), np.ascontiguousarray(problem.C.T), problem.gamma,
+                             problem.inv_b, rows)
+        top = np.argmax(rows * mu, axis=1)
+        cut[top] = mu[top]
+    return cut / cut.sum()
+
+
 def solve(problem, b, solver: str, *, max_iter: int, tol: float, ftol: float, polish: bool, threads,
           check: bool = False) -> dict:
     """Run a solver (and the polish) on a built problem; returns the raw results."""
@@ -246,18 +295,20 @@ def solve(problem, b, solver: str, *, max_iter: int, tol: float, ftol: float, po
         if solver == "pg":
             it, reason = kliep_pg.projected_gradient(problem, b, mu, max_iter, 100, trace, run.stop)
             counts = (0, 0, 0, 0)
-            if polish:
-                reason = kp.STOP_MAX_ITER  # replaced by the polish's reason
         else:
             it, reason, *counts = fwk.frank_wolfe(problem, opts, mu, trace, run.stop)
         res.update(n_iter=it, reason=reason, counts=counts)
         gaps = np.full(51, np.nan)
         if polish and reason != kp.STOP_INTERRUPTED:
-            if np.count_nonzero(mu) > MAX_POLISH_START:  # Newton costs O(n_te k^2): start from the largest atoms
-                mu[mu < np.sort(mu)[-MAX_POLISH_START]] = 0.0
-                mu[:] = mu / mu.sum()
-            n_outer, reason = kliep_polish.polish(problem, mu, tol, 50, 50, 1e-4, gaps, run.stop)
-            res.update(reason=reason, n_polish=n_outer, polish_gaps=gaps[: n_outer + 1])
+            handed = mu.copy()
+            mu[:] = _polish_start(problem, mu)
+            n_outer, polish_reason = kliep_polish.polish(problem, mu, tol, 50, 50, 1e-4, gaps, run.stop)
+            if polish_reason != kp.STOP_INTERRUPTED and _objective(problem, mu) < _objective(problem, handed):
+                # the polish ended below its hand-over (a face it could not leave): the solver's iterate stands
+                mu[:] = handed
+                res.update(n_polish=n_outer, polish_gaps=gaps[:0])
+            else:
+                res.update(reason=polish_reason, n_polish=n_outer, polish_gaps=gaps[: n_outer + 1])
         else:
             res.update(n_polish=0, polish_gaps=gaps[:0])
 
@@ -330,4 +381,4 @@ def weights_at(iw: ImportanceWeights, X: ArrayLike, *, threads: int | None = Non
     if X.shape[1] != iw.centers.shape[1]:
         raise ValueError(f"X must have {iw.centers.shape[1]} columns (the centres' features), got {X.shape[1]}")
     with thread_limits(threads):
-        return _evaluate(iw.centers, iw.coef, X, 1.0 / (2.0 * iw.sigma**2))
+        return _evaluate(iw.centers, iw.coef, X, kernel_gamma(iw.sigma))
