@@ -69,3 +69,23 @@ def test_identical_inputs_predict_as_translated_exact_ones(method):
         got = tgp.predict(model, Xt, method=method)
         # kernel values differ from the translated ones by rounding only (measured: 1e-12)
         np.testing.assert_allclose(got.y, ref.y, rtol=0, atol=1e-7)
+
+
+def test_a_matrix_made_singular_by_large_weights_names_sample_weight():
+    """#53 item 6: uniform weights 1e12 and more (noise lambda / w at rounding level) were blamed on lambda_x, with the
+    wrong advice "need lambda_x > 0" although lambda_x = 1e-3."""
+    from fastsm import datasets
+
+    X, _, Y, _ = datasets.toy1(0, n_train=100, n_test=1)
+    p = tgp.TGPParams(lambda_x=1e-3, lambda_y=1e-3)
+    for w in (1e14, 1e200):
+        weights = np.full(100, w)
+        with pytest.raises(ValueError, match=r"sample_weight\[i\].*normalise sample_weight to mean 1 or increase"):
+            tgp.fit(X, Y, p, sample_weight=weights)
+        with pytest.raises(ValueError, match=r"sample_weight\[i\].*normalise sample_weight to mean 1 or increase"):
+            tgp.predict(tgp.fit_local(X, Y, p, sample_weight=weights, n_neighbors=20), X[:2])
+    Xd = np.repeat(X[:50], 2, axis=0)
+    with pytest.raises(ValueError, match=r"need a larger lambda_x \(now 1e-20\)"):
+        tgp.fit(Xd, Y, tgp.TGPParams(lambda_x=1e-20, lambda_y=1e-3))
+    with pytest.raises(ValueError, match=r"need lambda_x > 0"):
+        tgp.fit(Xd, Y, tgp.TGPParams(lambda_x=0.0, lambda_y=1e-3))

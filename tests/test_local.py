@@ -128,3 +128,17 @@ def test_row_products_and_their_factor_storage_stay_in_the_process(data):
     back = pickle.loads(pickle.dumps(model))
     assert len(pickle.dumps(model)) == size and not products_plan(back).rows
     np.testing.assert_array_equal(back.Wxy, model.Wxy)
+
+
+def test_cluster_groups_of_repeated_test_rows_warn_nothing(data):
+    """#53 item 11: a test set with 3 distinct rows and 30 clusters to form showed SciPy's k-means warnings
+    ("invalid value encountered in divide", "One of the clusters is empty")."""
+    import warnings
+
+    X, Xt, Y, _ = data
+    model = tgp.fit_local(X, Y, PARAMS, n_neighbors=30, share="cluster", group_size=4)
+    Xr = np.repeat(Xt[:3], 40, axis=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        p = tgp.predict(model, Xr)
+    np.testing.assert_array_equal(p.y, np.repeat(p.y[::40], 40, axis=0))

@@ -157,7 +157,18 @@ def test_loo_rows_reject_bad_input(data):
         tgp.loo_predict(model, rows=[0, 80])
     with pytest.raises(ValueError, match="rows must index"):
         tgp.loo_predict(model, rows=[-1])
-    with pytest.raises(ValueError, match="empty"):
-        tgp.loo_predict(model, rows=np.array([], dtype=int))
+    assert tgp.loo_predict(model, rows=np.array([], dtype=int)).y.shape == (0, Y.shape[1])  # #53 item 8
     with pytest.raises(ValueError, match="init"):
         tgp.loo_predict(model, rows=[1, 2], init=np.zeros((80, 3)))
+
+
+def test_no_rows_give_an_empty_result_as_remove_accepts_none():
+    """#53 item 8: ``rows=[]`` (float64 to NumPy) raised a TypeError about its dtype."""
+    X, Y = _data(40, seed=3)
+    model = tgp.fit(X, Y, PARAMS)
+    for method in ("sm", "kl", "ikl"):
+        res = tgp.loo_predict(model, method=method, rows=[])
+        assert res.y.shape == (0, Y.shape[1]) and res.converged.shape == (0,)
+    assert tgp.remove(model, []).n_train == model.n_train
+    with pytest.raises(TypeError, match="rows must be a 1-D array of training-point indices"):
+        tgp.loo_predict(model, rows=[0.5])

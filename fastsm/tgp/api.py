@@ -69,7 +69,12 @@ def fit(
         training point.  ([CS] Eq. 12–13 read literally, ``W^1/2 K W^1/2``,
         leave every prediction unchanged.)  The weights are used as given
         (KLIEP's have mean 1); ``w = 1`` reproduces the unweighted model bit
-        for bit; points with ``w_i = 0`` are left out.  ``predict`` is
+        for bit; points with ``w_i = 0`` are left out.  Their scale matters:
+        a training point's noise is ``lambda / w_i``, a test point's stays
+        ``lambda``, so uniform weights ``c != 1`` are not the unweighted model
+        (the default kernel widths alone ignore the scale); normalise them to
+        mean 1.  Weights so large that ``lambda / w_i`` is lost to rounding
+        make a Gram matrix singular: the error then names ``sample_weight``.  ``predict`` is
         unchanged and ``Prediction.log_certainty`` is then the weighted
         certainty ``phi_W`` ([CS] Eq. 17).
 

@@ -27,6 +27,7 @@ from fastsm._kernels.cholesky import twin_factors
 from fastsm._kernels.rbf import rbf_gram
 from fastsm._kernels.ridge import ridge_start
 from fastsm._lapack import potrf_trtri
+from fastsm._memory import FIT_MATRICES, FIT_MATRICES_WITHOUT_IKL, check_memory
 from fastsm._threads import resolve_threads, thread_limits, worker_pool
 from fastsm._validation import as_2d, as_float_array
 from fastsm._warn import warn
@@ -118,8 +119,8 @@ def check_training(X, Y, params: TGPParams, methods, sample_weight=None) -> tupl
     return X, Y, check_methods(methods), w, params.resolve(X, Y, w)
 
 
-def spd_factor(K: np.ndarray, name: str, lam_name: str, want_L: bool = True) -> tuple[np.ndarray | None, np.ndarray,
-                                                                                     float]:
+def spd_factor(K: np.ndarray, name: str, remedy: str, want_L: bool = True) -> tuple[np.ndarray | None, np.ndarray,
+                                                                                   float]:
     """``(L, W, log|K|)`` of an SPD matrix: its lower Cholesky factor and ``W = L^-1`` (LAPACK
     potrf and :func:`fastsm._lapack.potrf_trtri`'s inverse, GIL released); ``L`` is ``None`` unless
     ``want_L``.  Call on one BLAS thread (see the module docstring).
@@ -128,17 +129,24 @@ def spd_factor(K: np.ndarray, name: str, lam_name: str, want_L: bool = True) -> 
     ------
     ValueError
         If ``K`` is not numerically positive definite (e.g. duplicate
-        training points with a zero regulariser).
+        training points with a zero regulariser); the message ends with ``remedy`` (:func:`remedy`).
     """
     L, W, logdet, info = potrf_trtri(K, want_L)
     if info != 0:
-        raise ValueError(
-            f"{name} is not positive definite (Cholesky failed at column {info}); "
-            f"duplicate or near-duplicate training points need {lam_name} > 0"
-        )
+        raise ValueError(f"{name} is not positive definite (Cholesky failed at column {info}); {remedy}")
     if not (np.all(np.isfinite(W)) and np.isfinite(logdet)):
-        raise ValueError(f"{name} is numerically singular; increase {lam_name}")
+        raise ValueError(f"{name} is numerically singular; {remedy}")
     return L, W, logdet
+
+
+def remedy(lam_name: str, lam: float, sample_weight: np.ndarray | None) -> str:
+    """What makes a Gram matrix with noise ``lam_name`` (``lam``; ``lam / w_i`` with weights) positive definite."""
+    if sample_weight is not None:
+        return (f"with sample_weight the noise of point i is {lam_name} / sample_weight[i] (weights up to "
+                f"{float(sample_weight.max()):.3g} here): normalise sample_weight to mean 1 or increase {lam_name}")
+    if lam == 0.0:
+        return f"duplicate or near-duplicate training points need {lam_name} > 0"
+    return f"duplicate or near-duplicate training points need a larger {lam_name} (now {lam:g})"
 
 
 def ikl_factor(Wy: np.ndarray, Lx: np.ndarray) -> np.ndarray:
@@ -222,15 +230,25 @@ def weighted_gram(Z: np.ndarray, gamma: float, lam: float, sample_weight: np.nda
 
 def factorize(X: np.ndarray, Y: np.ndarray, params, methods: tuple[str, ...], threads: int | None,
               sample_weight: np.ndarray | None = None) -> dict:
-    """Everything a model precomputes from its training data (MATH §2–§3, §6 with weights)."""
+    """Everything a model precomputes from its training data (MATH §2–§3, §6 with weights).
+
+    Raises ``MemoryError`` before any work where the process cannot hold the factorisation's
+    peak (:func:`fastsm._memory.check_memory`).
+    """
     p = params
+    n = X.shape[0]
+    check_memory(8.0 * n * n * (FIT_MATRICES if "ikl" in methods else FIT_MATRICES_WITHOUT_IKL),
+                 f"a twin GP of N = {n} training points", "fit fewer points, or use fastsm.tgp.fit_local "
+                 "(models of n_neighbors points)")
     with thread_limits(threads):
         Kx = weighted_gram(X, p.gamma_x, p.lambda_x, sample_weight)
         Ky = weighted_gram(Y, p.gamma_y, p.lambda_y, sample_weight)
         Kxy = (1.0 - p.alpha) * Kx + p.alpha * Ky
         ikl = "ikl" in methods  # G needs L_X; the other factors are used through their inverses only
-        jobs = [(Kx, "K_X", "lambda_x", ikl), (Ky, "K_Y", "lambda_y", False),
-                (Kxy, "K_XY", "lambda_x or lambda_y", False)]
+        w = sample_weight
+        jobs = [(Kx, "K_X", remedy("lambda_x", p.lambda_x, w), ikl),
+                (Ky, "K_Y", remedy("lambda_y", p.lambda_y, w), False),
+                (Kxy, "K_XY", remedy("lambda_x or lambda_y", min(p.lambda_x, p.lambda_y), w), False)]
         workers = min(len(jobs), resolve_threads(threads))
         if workers > 1:
             # three independent single-threaded factorisations, GIL released: bitwise the same as in series
@@ -289,13 +307,13 @@ def factorize_cholesky(X: np.ndarray, Y: np.ndarray, params, sample_weight: np.n
     with thread_limits(1):
         twin_factors(X, Y, p.gamma_x, p.gamma_y, p.lambda_x, p.lambda_y, p.alpha, w, weighted, S, logdet, info)
         coef, spread = ridge_start(X, Y, w, weighted)
-    for k, (name, lam_name) in enumerate((("K_X", "lambda_x"), ("K_Y", "lambda_y"),
-                                          ("K_XY", "lambda_x or lambda_y"))):
+    for k, (name, lam_name, lam) in enumerate((("K_X", "lambda_x", p.lambda_x), ("K_Y", "lambda_y", p.lambda_y),
+                                               ("K_XY", "lambda_x or lambda_y", min(p.lambda_x, p.lambda_y)))):
         if info[k] != 0:
             raise ValueError(f"{name} is not positive definite (Cholesky failed at column {info[k]}); "
-                             f"duplicate or near-duplicate training points need {lam_name} > 0")
+                             f"{remedy(lam_name, lam, sample_weight)}")
         if not (np.isfinite(logdet[k]) and np.diagonal(S[k]).min() >= MIN_PIVOT):
-            raise ValueError(f"{name} is numerically singular; increase {lam_name}")
+            raise ValueError(f"{name} is numerically singular; {remedy(lam_name, lam, sample_weight)}")
     return {
         "Wx": S[0], "Wy": S[1], "Wxy": S[2], "G": None,
         "logdet_x": float(logdet[0]), "logdet_y": float(logdet[1]), "logdet_xy": float(logdet[2]),

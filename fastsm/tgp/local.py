@@ -54,6 +54,7 @@ from fastsm import config
 from fastsm._kernels.knn import Local, knn_rows, outcome
 from fastsm._kernels.objectives import KL, SM
 from fastsm._kernels.predict import GIVEN, KL_START, LINEAR, Run
+from fastsm._memory import FIT_MATRICES, check_memory
 from fastsm._products import ROW_SOLVE_PLAN
 from fastsm._progress import Progress
 from fastsm._threads import resolve_threads, thread_limits, worker_pool
@@ -315,6 +316,8 @@ def fit_local(X: ArrayLike, Y: ArrayLike, params: TGPParams | None = None, *, n_
                          f"output dimensions), got {k}")
     check_choice("share", share, SHARES)
     group_size = check_int("group_size", group_size, low=1)
+    check_memory(8.0 * FIT_MATRICES * k * k * resolve_threads(None), f"local models of n_neighbors = {k} points "
+                 f"(one per thread)", "use fewer n_neighbors")
     if cache_bytes is not None:
         cache_bytes = check_int("cache_bytes", cache_bytes, low=0)
     if not isinstance(eager, (bool, np.bool_)):
@@ -390,6 +393,8 @@ def neighbour_groups(model: LocalTGPModel, X: np.ndarray, seed: int = 0,
         bounds = np.flatnonzero(np.diff(inverse[order])) + 1
         return [(rows, uniq[inverse[rows[0]]]) for rows in np.split(order, bounds)]
     n_groups = max(1, math.ceil(X.shape[0] / model.group_size))
+    if n_groups > 1:  # never more clusters than distinct rows (k-means++ then divides by 0 and empties clusters)
+        n_groups = min(n_groups, np.unique(X, axis=0).shape[0])
     if n_groups == 1:
         labels = np.zeros(X.shape[0], dtype=int)
     else:

@@ -25,6 +25,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from fastsm import config
+from fastsm._memory import LOO_MATRICES, check_memory
 from fastsm._validation import check_choice, check_scalar
 from fastsm.tgp.fitting import output_spread, ridge_frame
 from fastsm.tgp.model import Prediction, TGPModel
@@ -129,10 +130,10 @@ def _rows(model: TGPModel, rows) -> np.ndarray:
     if rows is None:
         return np.arange(n, dtype=np.int64)
     idx = np.asarray(rows)
+    if idx.ndim == 1 and idx.size == 0:  # [] is float64 to NumPy; no rows: an empty result, as remove(model, [])
+        return np.empty(0, dtype=np.int64)
     if idx.ndim != 1 or not np.issubdtype(idx.dtype, np.integer):
         raise TypeError(f"rows must be a 1-D array of training-point indices, got {idx.dtype} of shape {idx.shape}")
-    if idx.size == 0:
-        raise ValueError("rows must not be empty")
     idx = idx.astype(np.int64)
     if idx.min() < 0 or idx.max() >= n:
         raise ValueError(f"rows must index the model's {n} training points (0 .. {n - 1}), got values in "
@@ -181,7 +182,8 @@ def loo_predict(
         Leave out and predict only these training points (row ``j`` of the
         result is training point ``rows[j]``); each row is bitwise what the
         full leave-one-out gives it (a point's optimisation depends on its own
-        data only), at ``len(rows) / N`` of the cost.  ``None``: all of them.
+        data only), at ``len(rows) / N`` of the cost.  ``None``: all of them; an empty list:
+        an empty result.
     certainty : bool
         ``False``: KLTGP and IKLTGP leave ``log_certainty`` NaN and skip the SMTGP
         evaluation at every returned point that forms it (SMTGP's costs nothing extra);
@@ -211,6 +213,8 @@ def loo_predict(
     if method == "ikl" and model.G is None:
         raise ValueError("this model was fitted without 'ikl' in methods; refit with methods including 'ikl'")
     held = _rows(model, rows)
+    check_memory(8.0 * LOO_MATRICES * model.n_train**2, f"leave-one-out of N = {model.n_train} training points",
+                 "use a model of fewer training points")
     n, dy = held.size, model.Y.shape[1]
     spread = loo_spread(model.Y)[held]
     Xh = model.X[held]

@@ -30,6 +30,7 @@ from fastsm.tgp.fitting import (
     check_sample_weight,
     informative,
     output_spread,
+    remedy,
     ridge,
     spd_factor,
     weighted_gram,
@@ -259,7 +260,8 @@ def with_alpha(model: TGPModel, alpha: float, beta: float | None = None) -> TGPM
             gx, gy = p.widths()
             Kxy = ((1.0 - p.alpha) * weighted_gram(model.X, gx, p.lambda_x, w)
                    + p.alpha * weighted_gram(model.Y, gy, p.lambda_y, w))
-            _, Wxy, ld = spd_factor(Kxy, "K_XY", "lambda_x or lambda_y", want_L=False)
+            _, Wxy, ld = spd_factor(Kxy, "K_XY", remedy("lambda_x or lambda_y", min(p.lambda_x, p.lambda_y), w),
+                                    want_L=False)
         parts_xy = {"Wxy": Wxy, "logdet_xy": ld}
     parts = {name: getattr(model, name) for name in ("Wx", "Wy", "G", "logdet_x", "logdet_y", "y_spread",
                                                       "ridge_coef")}
