@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from fastsm._validation import check_int, check_scalar
+from fastsm._validation import as_rng, check_int, check_scalar
 
 if TYPE_CHECKING:
     from fastsm.gmm import GaussianMixture
@@ -56,7 +56,7 @@ def toy1(seed: int = 0, *, n_train: int = 500, n_test: int = 500, noise: float =
     check_int("n_train", n_train, low=1)
     check_int("n_test", n_test, low=1)
     noise = check_scalar("noise", noise, low=0.0)
-    rng = np.random.default_rng(seed)
+    rng = as_rng("seed", seed)
     y_tr = rng.uniform(0.0, 1.0, n_train)
     x_tr = _s_curve(y_tr) + noise * rng.standard_normal(n_train)
     y_te = np.arange(n_test) / n_test
@@ -81,7 +81,7 @@ def toy2(seed: int = 0, *, n_train: int = 500, n_test: int = 500, noise: float =
     check_int("n_train", n_train, low=1)
     check_int("n_test", n_test, low=1)
     noise = check_scalar("noise", noise, low=0.0)
-    rng = np.random.default_rng(seed)
+    rng = as_rng("seed", seed)
     y_all = rng.uniform(-1.0, 1.0, 2 * n_train)
     x_all = _s_curve(y_all) + noise * rng.standard_normal(2 * n_train)
     y_tr, x_tr = y_all[::2], x_all[::2]
@@ -96,7 +96,7 @@ def random_structured(seed: int = 0, *, n_train: int = 500, n_test: int = 100, d
 
     Used by the tests and benchmarks for the dy = 16 case.
     """
-    rng = np.random.default_rng(seed)
+    rng = as_rng("seed", seed)
     W1 = rng.standard_normal((dx, 8)) / np.sqrt(dx)
     W2 = rng.standard_normal((8, dy)) / np.sqrt(8)
     X = rng.standard_normal((n_train + n_test, dx))
@@ -135,7 +135,7 @@ def smooth_manifold(seed: int = 0, *, n_train: int = 2000, n_test: int = 500, dx
     dy = check_int("dy", dy, low=1)
     latent = check_int("latent", latent, low=1)
     noise = check_scalar("noise", noise, low=0.0)
-    rng = np.random.default_rng(seed)
+    rng = as_rng("seed", seed)
     A = 2.0 * rng.standard_normal((latent, dx))
     b = rng.uniform(0.0, 2.0 * np.pi, dx)
     C = 2.0 * rng.standard_normal((latent, dy))
@@ -201,7 +201,7 @@ def gmm_manifold(
     r1, r2 = (check_scalar("t_range[0]", t_range[0]), check_scalar("t_range[1]", t_range[1]))
     if not r1 < r2:
         raise ValueError(f"t_range must be increasing, got {t_range}")
-    rng = np.random.default_rng(seed)
+    rng = as_rng("seed", seed)
     per_class = n_gaussians // 2
     if K > per_class:
         raise ValueError(f"K = {K} exceeds the {per_class} Gaussians per class")
@@ -256,7 +256,7 @@ def covariate_shift_toy(n_train: int = 500, n_test: int = 300, seed: int = 0, *,
     check_int("n_train", n_train, low=1)
     check_int("n_test", n_test, low=1)
     noise = check_scalar("noise", noise, low=0.0)
-    rng = np.random.default_rng(seed)
+    rng = as_rng("seed", seed)
     x_tr = rng.normal(0.5, 0.5, n_train)
     x_te = rng.normal(0.0, 0.3, n_test)
 
@@ -314,7 +314,7 @@ def digits_reconstruction(center: int = 4, seed: int = 0, *, test_size: float = 
     n_test = int(round(test_size * n))
     if not 1 <= n_test <= n - 1:
         raise ValueError(f"test_size must leave at least one of the {n} images on each side, got {test_size}")
-    perm = np.random.default_rng(seed).permutation(n)
+    perm = as_rng("seed", seed).permutation(n)
     te, tr = np.sort(perm[:n_test]), np.sort(perm[n_test:])
     return X[tr], X[te], Y[tr], Y[te]
 

@@ -162,3 +162,19 @@ def test_bad_input(rng):
     # diagonal covariances are accepted
     gd = gmm.GaussianMixture([1.0], [[0.0, 0.0]], [[1.0, 2.0]])
     np.testing.assert_allclose(gd.covariances[0], np.diag([1.0, 2.0]))
+
+
+def test_messages_name_the_arguments_of_the_function_called():
+    """#53 item 10: ``divergence`` named ``pairwise``'s arguments; ``toy1(seed=-1)`` and ``sample(1.5)`` gave
+    NumPy's bare messages."""
+    from fastsm import datasets
+
+    rng = np.random.default_rng(0)
+    f, g = rand_gmm(rng, 2, 3), rand_gmm(rng, 2, 2)
+    with pytest.raises(ValueError, match=r"^f and g must have the same dimension, got 3 and 2"):
+        gmm.divergence(f, g)
+    with pytest.raises(ValueError, match=r"^seed must be a non-negative int seed, got -1"):
+        datasets.toy1(seed=-1)
+    with pytest.raises(TypeError, match=r"^n must be an int, got float"):
+        f.sample(1.5)
+    assert f.sample(4, seed=1).shape == (4, 3)

@@ -208,3 +208,43 @@ def test_tiny_sigma_is_a_clear_error():
     Xtr, Xte = rng.normal(0, 1, (30, 1)), rng.normal(40, 1, (20, 1))
     with pytest.raises(ValueError, match="sigma = .* is too small"):
         shift.estimate_weights(Xtr, Xte, sigma=0.05)
+
+
+def test_a_width_the_fit_accepts_is_accepted_everywhere():
+    """#53 item 12: a sigma so wide that 1 / (2 sigma^2) underflows (every kernel value 1: A = 1, w = 1) fitted,
+    then ``weights_at``, ``KLIEPWeights.weights`` and ``select_sigma`` raised OverflowError from sigma**2."""
+    from fastsm.sklearn import KLIEPWeights
+
+    rng = np.random.default_rng(0)
+    A, B = rng.standard_normal((30, 2)), rng.standard_normal((40, 2)) + 0.5
+    for s in (1.4e154, 1e200):
+        iw = shift.estimate_weights(A, B, sigma=s)
+        np.testing.assert_allclose(shift.weights_at(iw, B[:5]), 1.0, rtol=1e-12)
+        np.testing.assert_allclose(KLIEPWeights(sigma=s).fit(A, B).weights(B[:5]), 1.0, rtol=1e-12)
+    assert shift.select_sigma(A, B, sigmas=[1e200]).sigma == 1e200
+
+
+def test_too_few_test_points_for_the_width_search_say_so():
+    """#53 item 7: before, "n_folds must be at most n_test = 2 for LCV, got 5" from a function without n_folds."""
+    from fastsm.sklearn import KLIEPWeights
+
+    rng = np.random.default_rng(1)
+    A, B = rng.standard_normal((30, 2)), rng.standard_normal((2, 2))
+    for call in (lambda: shift.estimate_weights(A, B), lambda: KLIEPWeights().fit(A, B)):
+        with pytest.raises(ValueError, match=r"needs at least 5 of them, got n_test = 2; pass sigma"):
+            call()
+    with pytest.raises(ValueError, match=r"n_folds = 5 folds .* needs at least 5 of them, got n_test = 2"):
+        shift.select_sigma(A, B)
+    assert np.isfinite(shift.estimate_weights(A, B, sigma=1.0).weights).all()
+
+
+@pytest.mark.parametrize("centers", [0, -3, 1000])
+def test_select_sigma_refuses_the_center_counts_estimate_weights_refuses(centers):
+    """#53 item 13: centers=0 was blamed on sigmas, -3 got NumPy's message and 1000 (> n_test) was accepted."""
+    rng = np.random.default_rng(2)
+    A, B = rng.standard_normal((30, 2)), rng.standard_normal((40, 2))
+    message = r"centers must be between 1 and n_test = 40 when an int"
+    with pytest.raises(ValueError, match=message):
+        shift.estimate_weights(A, B, centers=centers, sigma=1.0)
+    with pytest.raises(ValueError, match=message):
+        shift.select_sigma(A, B, centers=centers)

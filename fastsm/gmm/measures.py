@@ -191,5 +191,7 @@ def divergence(f: GaussianMixture, g: GaussianMixture, method: str = "var", *, c
     for name, m in (("f", f), ("g", g)):
         if not isinstance(m, GaussianMixture):
             raise TypeError(f"{name} must be a GaussianMixture, got {type(m).__name__}")
+    if f.dim != g.dim:
+        raise ValueError(f"f and g must have the same dimension, got {f.dim} and {g.dim}")
     return float(pairwise([f], [g], method, component=component, n_samples=n_samples, seed=seed,
                           threads=threads)[0, 0])

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fastsm._validation import as_float_array
+from fastsm._validation import as_float_array, as_rng, check_int
 
 
 @dataclass(frozen=True, eq=False)
@@ -101,7 +101,8 @@ class GaussianMixture:
 
     def sample(self, n: int, seed: int | np.random.Generator | None = None) -> np.ndarray:
         """``n`` samples (n, d), seeded with ``numpy.random.default_rng(seed)``."""
-        rng = np.random.default_rng(seed)
+        n = check_int("n", n)
+        rng = as_rng("seed", seed)
         counts = rng.multinomial(n, self.weights)
         z = rng.standard_normal((n, self.dim))
         comp = np.repeat(np.arange(self.n_components), counts)

@@ -22,11 +22,15 @@ from fastsm.shift.kliep import (
     SOLVERS,
     SigmaTooSmallError,
     _fit,
+    check_center_count,
     check_centers,
     check_pair,
     median_distance,
     weights_at,
 )
+
+#: Folds of the cross-validation that chooses ``sigma`` (``select_sigma``'s default, ``estimate_weights``')
+SIGMA_CV_FOLDS = 5
 
 Regressor = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
@@ -108,7 +112,7 @@ def select_sigma(
     sigmas: ArrayLike | None = None,
     Y_train: ArrayLike | None = None,
     regressor: Regressor | None = None,
-    n_folds: int = 5,
+    n_folds: int = SIGMA_CV_FOLDS,
     centers: int | ArrayLike | None = None,
     solver: str = "pfw",
     tol: float = 1e-6,
@@ -165,9 +169,13 @@ def select_sigma(
     resolve_threads(threads)
     rng = as_rng("random_state", random_state)
     fit_kw = dict(max_iter=10_000, tol=tol, ftol=0.0, polish=True, threads=threads)
+    if isinstance(centers, (int, np.integer)) and not isinstance(centers, bool):
+        check_center_count(centers, X_test.shape[0])  # the rule of estimate_weights
     if method == "lcv":
         if n_folds > X_test.shape[0]:
-            raise ValueError(f"n_folds must be at most n_test = {X_test.shape[0]} for LCV, got {n_folds}")
+            raise ValueError(f"likelihood cross-validation (method='lcv') over n_folds = {n_folds} folds of the test "
+                             f"points needs at least {n_folds} of them, got n_test = {X_test.shape[0]}; "
+                             "pass fewer n_folds (>= 2) or choose sigma yourself")
         folds = _folds(X_test.shape[0], n_folds, rng)
         scores = np.empty((sigmas.size, n_folds))
         for k, held in enumerate(folds):

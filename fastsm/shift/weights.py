@@ -22,7 +22,7 @@ from fastsm.shift.kliep import (
     check_centers,
     check_pair,
 )
-from fastsm.shift.select import select_sigma
+from fastsm.shift.select import SIGMA_CV_FOLDS, select_sigma
 
 
 def estimate_weights(
@@ -96,8 +96,12 @@ def estimate_weights(
     rng = as_rng("random_state", random_state)
     C = check_centers(centers, X_test, rng)
     if sigma is None:
+        if X_test.shape[0] < SIGMA_CV_FOLDS:
+            raise ValueError(f"sigma=None chooses sigma by {SIGMA_CV_FOLDS}-fold likelihood cross-validation over "
+                             f"the test points, which needs at least {SIGMA_CV_FOLDS} of them, got n_test = "
+                             f"{X_test.shape[0]}; pass sigma (or call fastsm.shift.select_sigma with fewer n_folds)")
         sigma = select_sigma(X_train, X_test, centers=centers, solver=solver, threads=threads,
-                             random_state=rng).sigma
+                             n_folds=SIGMA_CV_FOLDS, random_state=rng).sigma
     sigma = check_scalar("sigma", sigma, low=0.0, low_open=True)
     return _fit(X_train, X_test, C, sigma, solver, max_iter=max_iter, tol=tol, ftol=ftol, polish=bool(polish),
                 threads=threads)
