@@ -44,7 +44,7 @@ from threadpoolctl import ThreadpoolController
 from fastsm._layer import _parallel_initialized, configure_threading_layer, launch_in_main_thread, threading_layer
 
 __all__ = ["configure_threading_layer", "threading_layer", "resolve_threads", "thread_limits", "run_interruptible",
-           "Compute"]
+           "Compute", "worker_pool", "stop_requested"]
 
 def resolve_threads(threads: int | None) -> int:
     """Number of threads to use; ``None`` means all Numba threads."""
@@ -257,6 +257,12 @@ def _remember_thread(tid: int) -> None:
 
 #: Per thread: the stop flag of the :func:`worker_pool` the thread belongs to (unset outside pools)
 _POOL = threading.local()
+
+
+def stop_requested() -> bool:
+    """Whether this thread's :func:`worker_pool` was told to stop (its block ended by an exception)."""
+    stop = getattr(_POOL, "stop", None)
+    return stop is not None and bool(stop[0])
 
 
 def _pool_thread_start(stop: np.ndarray) -> None:

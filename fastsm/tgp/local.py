@@ -57,7 +57,7 @@ from fastsm._kernels.predict import GIVEN, KL_START, LINEAR, Run
 from fastsm._memory import FIT_MATRICES, check_memory
 from fastsm._products import ROW_SOLVE_PLAN
 from fastsm._progress import Progress
-from fastsm._threads import resolve_threads, thread_limits, worker_pool
+from fastsm._threads import resolve_threads, stop_requested, thread_limits, worker_pool
 from fastsm._validation import as_2d, check_choice, check_int
 from fastsm.tgp import regions as _regions
 from fastsm.tgp.fitting import MIN_PIVOT, check_training, cholesky_form, factorize, factorize_cholesky
@@ -492,10 +492,14 @@ def predict_local(model: LocalTGPModel, X, *, method: str, init, max_iter: int, 
 
     def _run(group):
         rows, members = group
+        if stop_requested():  # Ctrl-C: the groups in flight end at their next stage
+            return 0
         if model.share == "region":  # members: the region
             sub = _shared_model(model, members, methods)
         else:
             sub = _fit_members(model, members, methods)
+        if stop_requested():
+            return 0
         if model.share != "cluster":  # a region model from the cache: the flag is not packed
             use_row_products(sub)
         with quiet():  # counted and reported once below
