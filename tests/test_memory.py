@@ -56,7 +56,7 @@ def test_fit_and_loo_beyond_an_address_space_limit_are_refused_at_once():
     lines = out.stdout.splitlines()
     assert len(lines) == 2, out.stdout
     for line, what, advice in zip(lines, ("N = 20000 training points", "n_neighbors = 15000 points"),
-                                  ("fastsm.tgp.fit_local", "fewer n_neighbors")):
+                                  ("fastsm.tgp.fit_local", "fewer n_neighbors"), strict=True):
         seconds, message = line.split(" ", 1)
-        assert float(seconds) < 2.0, line
+        assert float(seconds) < 10.0, line  # before any work (measured 0.0 s)
         assert what in message and advice in message, line
