@@ -22,7 +22,7 @@ import numba
 #: up to 3.6e-4 under ``arcp`` with ``reassoc`` (tests/test_determinism.py).
 FASTMATH_FLAGS: frozenset[str] = frozenset({"nsz"})
 
-#: Floor applied to the Schur complements eta (MATH §2); hits are counted.
+#: Floor applied to the Schur complements eta (docs/math.md §2); hits are counted.
 ETA_FLOOR_REL: float = 64.0 * 2.220446049250313e-16
 
 #: A test input whose kernel values k(x, x_i) are all below this is

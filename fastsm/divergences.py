@@ -1,4 +1,4 @@
-"""The Sharma–Mittal family between Gaussians, batched ([SM] §2, §3.4; MATH §4).
+"""The Sharma–Mittal family between Gaussians, batched ([SM] §2, §3.4; docs/math.md §4).
 
 Every function takes ``mu_p (..., d)``, ``S_p (..., d, d)``, ``mu_q``,
 ``S_q`` with broadcastable leading (batch) dimensions and returns an array of
@@ -12,7 +12,7 @@ With ``rho_a = ∫ p^a q^(1-a)``:
 * ``tsallis``:       ``T_a = (rho_a - 1) / (a - 1)``                  (b = a)
 * ``kl``:            ``KL(p||q)``                                     (a, b -> 1)
 * ``bhattacharyya``: ``B = -log rho_{1/2} = R_{1/2} / 2`` — **not** ``2 R_{1/2}``
-  as [SM] §2.1 states (MATH §4; the test suite shows the paper's form wrong).
+  as [SM] §2.1 states (docs/math.md §4; the test suite shows the paper's form wrong).
 
 ``form="cholesky"`` uses [SM] Lemma 3.1 / Eq. 18 (corrected): three Cholesky
 factorisations (of ``S_p``, ``S_q`` and ``a S_q + (1-a) S_p``).
@@ -165,7 +165,7 @@ def _alpha(alpha):
 
 def log_chernoff(mu_p: ArrayLike, S_p: ArrayLike, mu_q: ArrayLike, S_q: ArrayLike, alpha: float, *,
                  form: Form = "cholesky", threads: int | None = None) -> float | np.ndarray:
-    """``log rho_a = log ∫ p(t)^a q(t)^(1-a) dt`` between Gaussians (MATH §4)."""
+    """``log rho_a = log ∫ p(t)^a q(t)^(1-a) dt`` between Gaussians (docs/math.md §4)."""
     a = _alpha(alpha)
     check_choice("form", form, ("cholesky", "nielsen"))
     R, batch = _renyi(mu_p, S_p, mu_q, S_q, a, form, threads)
@@ -242,7 +242,7 @@ def kl(mu_p: ArrayLike, S_p: ArrayLike, mu_q: ArrayLike, S_q: ArrayLike, *,
     """Kullback–Leibler divergence ``KL(p || q)`` (the ``alpha, beta -> 1`` limit of :func:`sm`).
 
     ``1/2 [tr(S_q^-1 S_p) + Delta^T S_q^-1 Delta - d + log(|S_q| / |S_p|)]``
-    (MATH §4; [GMM] Eq. 4 drops the 1/2 and inverts the log ratio).
+    (docs/math.md §4; [GMM] Eq. 4 drops the 1/2 and inverts the log ratio).
     """
     views, batch, n = _prepare(mu_p, S_p, mu_q, S_q)
     out = np.empty(n)

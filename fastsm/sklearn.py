@@ -178,7 +178,7 @@ class TwinGPRegressor(_TwinGPPredictMixin, RegressorMixin, BaseEstimator):
         self.n_jobs = n_jobs
 
     def fit(self, X, y, sample_weight=None):
-        """Fit on ``X`` (n, dx) and ``y`` (n,) or (n, dy); ``sample_weight`` gives IW-TGP (MATH §6).
+        """Fit on ``X`` (n, dx) and ``y`` (n,) or (n, dy); ``sample_weight`` gives IW-TGP (docs/math.md §6).
 
         With ``gamma_x`` or ``lambda_x`` ``"auto"`` the input kernel's regime is chosen first by exact
         leave-one-out (:func:`fastsm.tgp.regimes.fit_auto`).

@@ -3,7 +3,7 @@ NumPy/SciPy (float64), and the same in 80-bit ``np.longdouble`` as the yardstick
 
 Nothing here calls fastsm's kernels.  ``Reference(X, Y, params, dtype)`` factors the kernel
 matrices once (``K = L L^T``); ``value(x, y, method)`` is [SM] Eq. 5 (KLTGP), Eq. 7 (IKLTGP) or
-Eq. 16 (SMTGP, the beta form) with every ``k^T K^-1 k`` as ``||L^-1 k||^2`` (MATH §2–§3).  In long
+Eq. 16 (SMTGP, the beta form) with every ``k^T K^-1 k`` as ``||L^-1 k||^2`` (docs/math.md §2–§3).  In long
 double the factorisation and the substitutions are plain loops over rows (O(N^3) once, O(N^2) per
 evaluation): a few seconds at N = 500.  The test point's kernel rows are evaluated in ``dtype``
 (so that finite differences in long double resolve the gradient).  ``terms(...)`` returns the
@@ -112,7 +112,7 @@ class Reference:
 
     def sm_criterion_grad(self, x, y):
         """SMTGP's beta-free criterion ``-s / (2(1-a))`` and its gradient in ``y`` (float64 only):
-        ``ds/dy = (-2a K_Y^-1 k_y / eta_y + 2a K_XY^-1 k_xy / eta_xy)^T J`` (MATH §3), every
+        ``ds/dy = (-2a K_Y^-1 k_y / eta_y + 2a K_XY^-1 k_xy / eta_xy)^T J`` (docs/math.md §3), every
         ``K^-1 v`` by two triangular solves."""
         p = self.p
         a = p.alpha

@@ -128,7 +128,7 @@ def test_argmin_does_not_depend_on_beta():
 
 
 def test_alpha_limits_point_to_the_right_kl_direction():
-    """MATH §3: a -> 1 gives argmin KL(p_X||p_Y); a -> 0 gives argmin KL(p_Y||p_X) (KLTGP)."""
+    """docs/math.md §3: a -> 1 gives argmin KL(p_X||p_Y); a -> 0 gives argmin KL(p_Y||p_X) (KLTGP)."""
     Xtr, Xte, Ytr, Yte, p = problem(1, n_train=50, n_test=6, lam=3e-2)
     lo, hi = -0.2, 1.2
 

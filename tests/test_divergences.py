@@ -40,7 +40,7 @@ def test_chernoff_coefficient_matches_quadrature(m1, s1, m2, s2, alpha, form):
 
 
 def test_mathmd_anchor_value_and_ite_error():
-    """MATH §4: 1-D N(0,1) vs N(1.5, 4), a = b = 0.5: quadrature 0.40148; the ITE form gives 0.49951."""
+    """docs/math.md §4: 1-D N(0,1) vs N(1.5, 4), a = b = 0.5: quadrature 0.40148; the ITE form gives 0.49951."""
     val = D.sm([0.0], [[1.0]], [1.5], [[4.0]], 0.5, 0.5)
     rho = chernoff_1d(0.0, 1.0, 1.5, 2.0, 0.5)
     assert abs(val - (rho - 1) / (0.5 - 1)) < 1e-12

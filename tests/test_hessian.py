@@ -40,7 +40,7 @@ def rbf(A, B, gamma):
 
 def reference_hessian(model, x, y):
     """Plain NumPy/SciPy: dense Cholesky solves, the Jacobian and the kernel's second derivatives
-    formed explicitly (MATH §1–§3), for ``-(a log eta_y - log eta_xy) / (2 (1 - a))``."""
+    formed explicitly (docs/math.md §1–§3), for ``-(a log eta_y - log eta_xy) / (2 (1 - a))``."""
     p = model.params
     gx, gy = p.widths()
     a, Xtr, Z = p.alpha, model.X, model.Y

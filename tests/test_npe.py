@@ -153,7 +153,7 @@ def _reconstruction_ratio(emb, mixes):
 
 
 def test_paper_eq11_projection_maximises_the_reconstruction_error(rng):
-    """[GMM] Eq. 11 ((I-W)(I-W)^T, largest eigenvalues) picks the directions NPE should avoid (MATH §7)."""
+    """[GMM] Eq. 11 ((I-W)(I-W)^T, largest eigenvalues) picks the directions NPE should avoid (docs/math.md §7)."""
     d = 3
     mixes = [gmm.GaussianMixture(np.ones(2) / 2, rng.normal(size=(2, d)), np.stack([rand_spd(rng, d)] * 2))
              for _ in range(15)]

@@ -1,4 +1,4 @@
-"""KLIEP by Frank–Wolfe and projected gradient ([CS] §III, MATH §5), against independent references."""
+"""KLIEP by Frank–Wolfe and projected gradient ([CS] §III, docs/math.md §5), against independent references."""
 
 import cvxpy as cp
 import numpy as np
@@ -129,7 +129,7 @@ def test_toy_weights_track_the_true_ratio():
     np.testing.assert_allclose(d.ratio_train, norm.pdf(d.X_train[:, 0], 0, 0.3) / norm.pdf(d.X_train[:, 0], 0.5, 0.5))
     iw = shift.estimate_weights(d.X_train, d.X_test, sigma=0.3)
     assert np.corrcoef(iw.weights, d.ratio_train)[0, 1] > 0.95  # measured 0.979 (seed 0)
-    assert iw.n_nonzero <= 10  # the optimum is sparse (MATH §5: 3 atoms)
+    assert iw.n_nonzero <= 10  # the optimum is sparse (docs/math.md §5: 3 atoms)
 
 
 def test_centers_options(small):

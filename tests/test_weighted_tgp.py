@@ -1,4 +1,4 @@
-"""Importance-weighted TGP ([CS] §IV-B in the non-vacuous form of MATH §6)."""
+"""Importance-weighted TGP ([CS] §IV-B in the non-vacuous form of docs/math.md §6)."""
 
 import warnings
 
@@ -44,7 +44,7 @@ def test_weights_change_the_model_and_match_the_dense_twin(toy):
 
 
 def test_dense_weighted_kernel(toy):
-    """K_X = K0_X + lambda_x W^-1 built by brute force (MATH §6), compared through its inverse."""
+    """K_X = K0_X + lambda_x W^-1 built by brute force (docs/math.md §6), compared through its inverse."""
     d, w = toy
     m = tgp.fit(d.X_train, d.Y_train, TOY_PARAMS, sample_weight=w)
     keep = w > 0
@@ -126,7 +126,7 @@ def test_weights_without_regulariser_warn(toy):
 def test_cs_eq12_to_17_read_literally_change_nothing(toy):
     """[CS] Eq. 12-17 literally (K_XW = W^1/2 K_X W^1/2, k_XW = W^1/2 k_x): the weights cancel in k^T K^-1 k.
 
-    fastsm therefore adds the regulariser after weighting (MATH §6);
+    fastsm therefore adds the regulariser after weighting (docs/math.md §6);
     test_weights_change_the_model_and_match_the_dense_twin shows that its weights change the predictions.
     """
     d, w = toy

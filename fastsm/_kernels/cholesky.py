@@ -2,7 +2,7 @@
 
 A KNN-local or region model (``K`` up to ``config.ROW_PRODUCTS_MAX_N`` points) is factorised for
 one or a few test points.  :func:`twin_factors` forms ``K_X``, ``K_Y`` and
-``K_XY = (1-a) K_X + a K_Y`` (MATH §1, §6 with weights), factorises each in place
+``K_XY = (1-a) K_X + a K_Y`` (docs/math.md §1, §6 with weights), factorises each in place
 (:func:`cholesky_symmetric`) and leaves each factor ``L`` in *symmetric storage* (lower triangle
 ``L``, upper triangle ``L^T``, :mod:`fastsm._kernels.tri_rows`), the form its solves read: one
 call without the GIL where the inverse form took eleven NumPy and LAPACK calls per model (Gram
@@ -216,7 +216,7 @@ def twin_factors(X, Y, gamma_x, gamma_y, lambda_x, lambda_y, alpha, w, weighted,
     """``S[0], S[1], S[2]``: the Cholesky factors of ``K_X``, ``K_Y``, ``K_XY`` in symmetric storage.
 
     ``logdet[k] = 2 sum_i log L_ii`` and ``info[k]`` (as LAPACK's, 0 on success) per factor;
-    ``w`` the weights if ``weighted`` (MATH §6).  ``K_XY``'s entries are ``(1-a) K_X + a K_Y``
+    ``w`` the weights if ``weighted`` (docs/math.md §6).  ``K_XY``'s entries are ``(1-a) K_X + a K_Y``
     computed as NumPy computes the blend (two products, one sum).  Only the upper triangles are
     formed (:func:`cholesky_symmetric` reads no more and fills the lower ones).
     """

@@ -2,7 +2,7 @@
 
 With ``K = L L^T`` and ``W = L^-1`` (lower triangular), ``U = W^T`` satisfies ``K^-1 = U U^T``
 with ``U`` upper triangular.  The inverse of ``K`` without row and column ``i`` is the Schur
-complement of ``(K^-1)_ii`` in ``K^-1`` (MATH §2), and for a *trailing* index that Schur
+complement of ``(K^-1)_ii`` in ``K^-1`` (docs/math.md §2), and for a *trailing* index that Schur
 complement is ``U_11 U_11^T``.  So: move column ``i`` of ``W`` to the end (``W P^T``), restore
 the lower-triangular shape by rotations of the row pairs ``(j, j+1)``, ``j = i .. N-2``, each
 chosen to zero the moved column's entry in row ``j`` (``Q^T W P^T = T^T``, lower triangular);

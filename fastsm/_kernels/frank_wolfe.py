@@ -1,4 +1,4 @@
-"""[CS] Alg. 2, 4 and 5: standard, away-step and pairwise Frank–Wolfe for KLIEP (MATH §5).
+"""[CS] Alg. 2, 4 and 5: standard, away-step and pairwise Frank–Wolfe for KLIEP (docs/math.md §5).
 
 The problem, its products and the Armijo rule: :mod:`fastsm._kernels.kliep_problem`.
 """

@@ -1,4 +1,4 @@
-"""Divergences between Gaussians, one pair per ``prange`` iteration (MATH §4).
+"""Divergences between Gaussians, one pair per ``prange`` iteration (docs/math.md §4).
 
 Our own Cholesky returns a status instead of raising: an exception raised by
 ``np.linalg.cholesky`` inside ``prange`` is silently lost (checked with
@@ -140,7 +140,7 @@ def log_rho_pair(mp, Sp, mq, Sq, a, form):
 
 @kernel()
 def kl_from_factors(mp, Lp, ldp, mq, Lq, ldq):
-    """``KL(p || q)`` from Cholesky factors and log-determinants (MATH §4).
+    """``KL(p || q)`` from Cholesky factors and log-determinants (docs/math.md §4).
 
     ``1/2 [||Lq^-1 Lp||_F^2 + ||Lq^-1 (mp - mq)||^2 - d + log|Sq| - log|Sp|]``
     """

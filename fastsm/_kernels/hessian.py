@@ -1,6 +1,6 @@
 """Exact Hessian of SMTGP's criterion (the beta-free form ``-s / (2(1-a))``), from the factors.
 
-With ``k = k_Y(y)``, ``J = dk/dy`` (N×dy, MATH §1), ``u_y = K_Y^-1 k`` and ``u_xy = K_XY^-1 k_xy``
+With ``k = k_Y(y)``, ``J = dk/dy`` (N×dy, docs/math.md §1), ``u_y = K_Y^-1 k`` and ``u_xy = K_XY^-1 k_xy``
 (both from one evaluation, :func:`~fastsm._kernels.objectives.evaluate_rows`)::
 
     grad eta_y  = -2 J^T u_y                 H eta_y  = -2 (||W_Y J||^2       + B(u_y))

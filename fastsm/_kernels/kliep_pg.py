@@ -1,4 +1,4 @@
-"""KLIEP by projected gradient ascent in ``alpha``, as Sugiyama et al. (2008) solve it (MATH §5)."""
+"""KLIEP by projected gradient ascent in ``alpha``, as Sugiyama et al. (2008) solve it (docs/math.md §5)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The fully-corrective Newton polish of KLIEP (beyond [CS]; MATH §5)."""
+"""The fully-corrective Newton polish of KLIEP (beyond [CS]; docs/math.md §5)."""
 
 from __future__ import annotations
 
@@ -155,7 +155,7 @@ def _move(mu, S, k, delta, rho, t_max, q_hit):
 
 @kernel()
 def polish(p, mu, tol, max_outer, max_inner, tau, gaps, stop):
-    """Fully-corrective Newton polish (beyond [CS]; MATH §5), from ``mu`` (in place).
+    """Fully-corrective Newton polish (beyond [CS]; docs/math.md §5), from ``mu`` (in place).
 
     Outer loop: one gradient ``(A / b)^T (1/z)``, the duality gap (the certificate),
     then the FW vertex and up to ``N_ADD - 1`` further atoms with positive

@@ -4,7 +4,7 @@ Solvers: :mod:`~fastsm._kernels.frank_wolfe` (FW, away-step, pairwise),
 :mod:`~fastsm._kernels.kliep_pg` (projected gradient), :mod:`~fastsm._kernels.kliep_polish`
 (the Newton polish).
 
-MATH §5.  With ``A[j, l] = k_l(x_te_j)`` and ``b_l = mean_i k_l(x_tr_i)``
+docs/math.md §5.  With ``A[j, l] = k_l(x_te_j)`` and ``b_l = mean_i k_l(x_tr_i)``
 KLIEP maximises ``F(alpha) = sum_j log (A alpha)_j`` over
 ``{alpha >= 0, b^T alpha = 1}``, a simplex with vertices ``e_l / b_l``
 ([CS] Eq. 4).  Every solver here works in the simplex coordinates

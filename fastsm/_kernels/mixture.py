@@ -1,4 +1,4 @@
-"""Component-pair divergences and mixture log-densities (MATH §7).
+"""Component-pair divergences and mixture log-densities (docs/math.md §7).
 
 Everything works from per-component Cholesky factors and log-determinants,
 computed once per component, never from explicit inverses.

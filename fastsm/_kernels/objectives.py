@@ -1,4 +1,4 @@
-"""TGP prediction objectives: value and gradient per test point (MATH §3), from factors.
+"""TGP prediction objectives: value and gradient per test point (docs/math.md §3), from factors.
 
 A model holds inverse Cholesky factors ``W = L^-1`` (``K = L L^T``, lower triangular): every
 Schur complement is ``eta = k(z,z) - ||W k||^2``, a sum of squares of a backward-stable product,
@@ -48,7 +48,7 @@ _K, _Z1, _Z2, _R1, _R2 = 0, 1, 2, 3, 4
 
 
 class Objective(NamedTuple):
-    """One method's objective of a fitted model: what every evaluation reads (MATH §3)."""
+    """One method's objective of a fitted model: what every evaluation reads (docs/math.md §3)."""
 
     method: int  # KL, IKL, SM or SM_CUBIC
     Z: np.ndarray  # training outputs, N × dy
@@ -164,7 +164,7 @@ def _cholesky_solve(L, b):
 def sm_cubic_point(obj, ky, kx, Kxinv, Kyinv):
     """SM divergence ``D(p_X : p_Y)`` by the Nielsen–Nock form, O(N^3).
 
-    ``[SM] Eq. 9`` with the inverse restored (MATH §3)::
+    ``[SM] Eq. 9`` with the inverse restored (docs/math.md §3)::
 
         rho = (|Sp|^a |Sq|^(1-a) |a Sp^-1 + (1-a) Sq^-1|)^(-1/2)
 
@@ -400,7 +400,7 @@ def _row_value_grad(obj, pts, r, idx, Yt, work, out, held):
     method, Zt, gamma = obj.method, obj.Zt, obj.gamma
     scratch = work[_Z1, r]  # free once the backward products have read it (IKL reads it first, below)
     if method == KL:
-        # [SM] Eq. 5; gradient -2 (u_x - eta_x/eta_y u_y)^T J (MATH §3, Eq. 6 corrected)
+        # [SM] Eq. 5; gradient -2 (u_x - eta_x/eta_y u_y)^T J (docs/math.md §3, Eq. 6 corrected)
         value = obj.kyy - 2.0 * dot_lanes(k, pts.F[p]) - eta_x * np.log(eta_y)
         contract_lanes(y, Zt, k, gamma, -2.0, pts.F[p], 2.0 * eta_x / eta_y, work[_R1, r], scratch, grad)
     elif method == IKL:

@@ -84,7 +84,7 @@ def _forward(Kx, W, plan, nthreads, held):
 
 @kernel()
 def point_data(fit, Xb, method, plan, nthreads, held):
-    """``(F, eta_x, g_xy, extrapolated)`` of the points ``Xb`` for ``method`` (MATH §2; the table of
+    """``(F, eta_x, g_xy, extrapolated)`` of the points ``Xb`` for ``method`` (docs/math.md §2; the table of
     :mod:`fastsm._kernels.objectives`), ``g_xy = W_XY k_x`` (SMTGP's ``F``, and the certainty's).
 
     ``held`` (leave-one-out): the training point left out of each row's model; its kernel entry

@@ -2,7 +2,7 @@
 
 ``k(a, b) = exp(-gamma * ||a - b||^2)`` (scikit-learn's ``rbf_kernel``
 convention; the papers' ``2 rho^2`` equals ``1 / gamma``).  The regulariser
-``lambda`` is added to the diagonal of training matrices only (MATH §1).
+``lambda`` is added to the diagonal of training matrices only (docs/math.md §1).
 """
 
 from __future__ import annotations
@@ -141,7 +141,7 @@ def rbf_cross(A, Z, gamma, out):
 
 @kernel()
 def rbf_jacobian(y, Z, k, gamma):
-    """``J[i, d] = d k(y, z_i) / d y[d] = -2 gamma (y[d] - z_i[d]) k_i`` (MATH §1).
+    """``J[i, d] = d k(y, z_i) / d y[d] = -2 gamma (y[d] - z_i[d]) k_i`` (docs/math.md §1).
 
     Explicit form, used by tests and the cubic reference objective; the
     batched objectives never build ``J`` but contract it on the fly

@@ -35,7 +35,7 @@ from fastsm import datasets, tgp
 from fastsm.tgp.prediction import Method
 from fastsm.tgp.search import GAMMA_X_GRID, GAMMA_Y_GRID, LAMBDA_GRID
 
-#: [SM] §5.2's alpha grid (0.05 … 0.95) and four smaller values, towards the KLTGP limit alpha -> 0 (MATH §3).
+#: [SM] §5.2's alpha grid (0.05 … 0.95) and four smaller values, towards the KLTGP limit alpha -> 0 (docs/math.md §3).
 ALPHAS = (0.001, 0.005, 0.01, 0.02, *(round(0.05 * k, 2) for k in range(1, 20)))
 #: Kernel ridge's grid: RBF widths (same convention) and ridge penalties.
 KRR_WIDTHS = (0.125, 0.25, 0.5, 1.0, 2.0, 4.0)

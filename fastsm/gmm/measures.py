@@ -1,4 +1,4 @@
-"""KL (and SM-family) approximations between Gaussian mixtures ([GMM] §2; MATH §7).
+"""KL (and SM-family) approximations between Gaussian mixtures ([GMM] §2; docs/math.md §7).
 
 ``divergence(f, g)`` is ``pairwise([f], [g])[0, 0]``: one code path.  All
 components of all mixtures are stacked, the component-pair divergences are

@@ -74,7 +74,7 @@ def _point_objective(model: TGPModel, x: np.ndarray, method: str, beta: float | 
     def f(y):
         diff = y[None, :] - model.Y
         ky = np.exp(-p.gamma_y * np.sum(diff**2, axis=1))
-        J = -2.0 * p.gamma_y * diff * ky[:, None]  # MATH §1
+        J = -2.0 * p.gamma_y * diff * ky[:, None]  # docs/math.md §1
         zy = Wy @ ky
         uy = Wy.T @ zy
         eta_y = kyy - zy @ zy
@@ -99,7 +99,7 @@ def _point_objective(model: TGPModel, x: np.ndarray, method: str, beta: float | 
                 c = (1 - b) / (2 * (1 - a))
                 val = np.exp(c * s) / (b - 1)
                 g = c * val * ds
-        else:  # sm_cubic, Eq. 9 corrected (MATH §3), dense (N+1)x(N+1)
+        else:  # sm_cubic, Eq. 9 corrected (docs/math.md §3), dense (N+1)x(N+1)
             N = len(ky)
             Kx = _gram(model, model.X, p.gamma_x, p.lambda_x)
             Ky = _gram(model, model.Y, p.gamma_y, p.lambda_y)

@@ -2,7 +2,7 @@
 
 ``w(x) = sum_l alpha_l exp(-||x - c_l||^2 / (2 sigma^2))`` ([CS] Eq. 1),
 ``alpha`` maximising ``F(alpha) = sum_j log w(x_te_j)`` subject to
-``alpha >= 0`` and ``mean_i w(x_tr_i) = 1`` ([CS] Eq. 2; MATH §5).
+``alpha >= 0`` and ``mean_i w(x_tr_i) = 1`` ([CS] Eq. 2; docs/math.md §5).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Choosing KLIEP's kernel width: likelihood CV on held-out test points, and importance-weighted CV.
 
-MATH §5: KLIEP's in-sample objective keeps improving as sigma shrinks, so sigma
+docs/math.md §5: KLIEP's in-sample objective keeps improving as sigma shrinks, so sigma
 is chosen on points the fit has not seen.  LCV (Sugiyama et al. 2008) scores
 ``mean log w(x_te)`` on held-out test folds, with the held-out points removed
 from the centres; IWCV (Sugiyama et al. 2007) scores a downstream
@@ -82,7 +82,7 @@ def weighted_kernel_ridge(X_fit: ArrayLike, Y_fit: ArrayLike, w_fit: ArrayLike, 
     """Importance-weighted kernel ridge regression: ``k(x, X) (K + lam W^-1)^-1 Y`` (RBF kernel).
 
     The default downstream regressor of IWCV (GP mean with noise
-    ``lam / w_i``, MATH §6); ``gamma`` defaults to ``1 / (2 med^2)`` with
+    ``lam / w_i``, docs/math.md §6); ``gamma`` defaults to ``1 / (2 med^2)`` with
     ``med`` the median pairwise distance of ``X_fit``.
     """
     X_fit, Y_fit, w_fit = np.asarray(X_fit, dtype=float), np.asarray(Y_fit, dtype=float), np.asarray(w_fit, dtype=float)

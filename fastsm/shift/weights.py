@@ -73,7 +73,7 @@ def estimate_weights(
     polish : bool
         Beyond the paper: the solver runs until its gap is below
         ``n_test`` (or ``tol``, ``max_iter``), then a fully-corrective
-        Newton polish on the active set closes the long tail (MATH §5); it
+        Newton polish on the active set closes the long tail (docs/math.md §5); it
         starts from the 64 largest atoms and adds atoms with positive gaps.
         ``gap_before_polish`` reports where it took over.
     threads : int, optional

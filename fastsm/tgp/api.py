@@ -64,7 +64,7 @@ def fit(
     sample_weight : array_like (N,), optional
         Importance weights ``w_i >= 0`` (e.g. ``estimate_weights(...).weights``)
         for IW-KLTGP / IW-IKLTGP / IW-SMTGP ([CS] §IV-B) in the form of
-        MATH §6: ``K_X = K0_X + lambda_x W^-1``, ``K_Y = K0_Y + lambda_y W^-1``
+        docs/math.md §6: ``K_X = K0_X + lambda_x W^-1``, ``K_Y = K0_Y + lambda_y W^-1``
         and ``K_XY = (1-a) K_X + a K_Y`` — GP noise ``lambda / w_i`` per
         training point.  ([CS] Eq. 12–13 read literally, ``W^1/2 K W^1/2``,
         leave every prediction unchanged.)  The weights are used as given

@@ -75,7 +75,7 @@ def check_sample_weight(sample_weight, n: int) -> np.ndarray | None:
 def informative(w: np.ndarray, params) -> np.ndarray:
     """Training points whose weight carries information at float64 precision.
 
-    A weight enters as the noise ``lambda / w`` (MATH §6).  Below
+    A weight enters as the noise ``lambda / w`` (docs/math.md §6).  Below
     ``w = eps * lambda`` that noise exceeds ``1 / eps`` times the kernel's
     unit variance: the point moves no prediction by more than rounding, and
     ``lambda / w`` overflows on the way to zero.  Such points, like those of
@@ -94,7 +94,7 @@ def check_training(X, Y, params: TGPParams, methods, sample_weight=None) -> tupl
 
     Training points of zero (or negligible, :func:`informative`) weight are
     left out: their noise ``lambda / w`` is infinite, they carry no
-    information (MATH §6).
+    information (docs/math.md §6).
     """
     if not isinstance(params, TGPParams):
         raise TypeError(f"params must be a TGPParams, got {type(params).__name__}")
@@ -106,7 +106,7 @@ def check_training(X, Y, params: TGPParams, methods, sample_weight=None) -> tupl
     if w is not None:
         if params.lambda_x == 0.0 and params.lambda_y == 0.0 and np.ptp(w) > 0.0:
             warn("sample_weight has no effect with lambda_x = lambda_y = 0: the weights act through the "
-                 "noise lambda / w_i (MATH §6)", UserWarning)
+                 "noise lambda / w_i (docs/math.md §6)", UserWarning)
         keep = informative(w, params)
         if not keep.any():
             raise ValueError(f"sample_weight must have an entry above eps * max(lambda_x, lambda_y) = "
@@ -217,7 +217,7 @@ def ridge_frame(X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def weighted_gram(Z: np.ndarray, gamma: float, lam: float, sample_weight: np.ndarray | None) -> np.ndarray:
-    """``K0 + lam I``, or ``K0 + lam W^-1`` with weights: GP noise ``lam / w_i`` (MATH §6).
+    """``K0 + lam I``, or ``K0 + lam W^-1`` with weights: GP noise ``lam / w_i`` (docs/math.md §6).
 
     ``w = 1`` gives the unweighted matrix bit for bit (``1 + 0 + lam``).
     """
@@ -230,7 +230,7 @@ def weighted_gram(Z: np.ndarray, gamma: float, lam: float, sample_weight: np.nda
 
 def factorize(X: np.ndarray, Y: np.ndarray, params, methods: tuple[str, ...], threads: int | None,
               sample_weight: np.ndarray | None = None) -> dict:
-    """Everything a model precomputes from its training data (MATH §2–§3, §6 with weights).
+    """Everything a model precomputes from its training data (docs/math.md §2–§3, §6 with weights).
 
     Raises ``MemoryError`` before any work where the process cannot hold the factorisation's
     peak (:func:`fastsm._memory.check_memory`).

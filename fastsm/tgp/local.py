@@ -296,7 +296,7 @@ def fit_local(X: ArrayLike, Y: ArrayLike, params: TGPParams | None = None, *, n_
     threads : int, optional
         Threads for the regions' neighbour queries and ``eager`` (default: all of Numba's).
     sample_weight : array_like (N,), optional
-        IW-TGP weights (MATH §6), sliced per neighbourhood.
+        IW-TGP weights (docs/math.md §6), sliced per neighbourhood.
 
     Returns
     -------

@@ -40,7 +40,7 @@ class TGPModel:
     methods : tuple of str
         Methods the model serves (``"ikl"`` needs ``C``).
     sample_weight : ndarray or None
-        Importance weights of the training points (IW-TGP, MATH §6): the
+        Importance weights of the training points (IW-TGP, docs/math.md §6): the
         kernel matrices carry the noise ``lambda / w_i`` on their diagonals.
         Points of zero weight are left out of ``X``, ``Y`` and the weights.
     Wx, Wy, Wxy : ndarray
@@ -194,7 +194,7 @@ class Prediction:
         and this transform neither underflows nor overflows.  For ``"kl"``
         and ``"ikl"`` it equals ``objective``.
     n_eta_floor : ndarray
-        How often an ``eta`` was floored (MATH §2) during the run, per point.
+        How often an ``eta`` was floored (docs/math.md §2) during the run, per point.
     extrapolated : ndarray
         Test inputs with every kernel value ``k(x, x_i)`` below
         ``config.EXTRAPOLATION_K``: the training data carry no information

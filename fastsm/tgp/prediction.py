@@ -109,7 +109,7 @@ def fitted(model: TGPModel) -> Fitted:
 
 
 def _point_data(model: TGPModel, Xb: np.ndarray, method: str, held: np.ndarray | None = None):
-    """Per-point data that depends on x only (MATH §2; the table of :mod:`fastsm._kernels.objectives`).
+    """Per-point data that depends on x only (docs/math.md §2; the table of :mod:`fastsm._kernels.objectives`).
 
     Returns ``F, eta_x, g_xy, extrapolated`` with ``g_xy = W_XY k_x`` (SMTGP's ``F``, and the
     certainty's); :func:`fastsm._kernels.points.point_data` on the caller's Numba threads.

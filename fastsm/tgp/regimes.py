@@ -173,7 +173,7 @@ def distinct_rows(X: np.ndarray, Y: np.ndarray, w: np.ndarray | None) -> tuple[
 
     Leave-one-out then leaves all copies of a pair out together: leaving one out would let its
     twin answer for it, and repeated rows score as the integer ``sample_weight`` that stands for
-    them (as they fit: MATH §6).  Without copies the data are returned as they are.
+    them (as they fit: docs/math.md §6).  Without copies the data are returned as they are.
     """
     XY = np.hstack([X, Y])
     rows, first, inv = np.unique(XY, axis=0, return_index=True, return_inverse=True)

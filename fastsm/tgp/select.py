@@ -203,7 +203,7 @@ def select(
         table's ``method`` column says which predictor scored each row
         (``alpha`` is NaN on KLTGP's rows).
     sample_weight : array_like (N,), optional
-        Importance weights (IW-TGP, MATH §6): used in every fit and in the
+        Importance weights (IW-TGP, docs/math.md §6): used in every fit and in the
         mean of the validation errors (importance-weighted CV).
     max_iter, tol, threads
         As in :func:`~fastsm.tgp.predict`.

@@ -1,4 +1,4 @@
-"""Updates of a fitted model without a refit: append training points, remove them (MATH §2, [SM] App. 1),
+"""Updates of a fitted model without a refit: append training points, remove them (docs/math.md §2, [SM] App. 1),
 another ``alpha`` (:func:`with_alpha`).
 
 A model holds inverse Cholesky factors ``W = L^-1`` (:mod:`fastsm.tgp.fitting`).  Appending
@@ -108,7 +108,7 @@ def partial_fit(model: TGPModel, X_new: ArrayLike, Y_new: ArrayLike, *, sample_w
     X_new : array_like, shape (m, dx)
     Y_new : array_like, shape (m, dy)
     sample_weight : array_like (m,), optional
-        Weights of the new points (IW-TGP, MATH §6).  For an unweighted
+        Weights of the new points (IW-TGP, docs/math.md §6).  For an unweighted
         model the existing points count with weight 1; a weighted model
         needs them (``None`` then means 1 for every new point).  Points of
         zero weight are left out, as in :func:`~fastsm.tgp.fit`.
