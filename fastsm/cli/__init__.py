@@ -1,4 +1,4 @@
-"""Command line: ``python -m fastsm demo``, ``shift``, ``select``, ``digits``, ``bench`` and ``--version``.
+"""Command line: ``python -m fastsm demo``, ``shift``, ``select``, ``digits``, ``bench``, ``compile`` and ``--version``.
 
 One module per command in this subpackage; the library itself never imports it.
 """
@@ -40,7 +40,14 @@ def main(argv: list[str] | None = None) -> int:
                        help='test points per prediction ("N": as many as training points)')
     bench.add_argument("--evaluation", action="store_true", help="the single-evaluation table instead")
     bench.add_argument("--threads", type=int, default=None)
+    warm = sub.add_parser("compile", help="compile (or load from Numba's cache) every kernel family once, with "
+                                          "progress: for container images and new cluster workers")
+    warm.add_argument("--threads", type=int, default=None)
     args = parser.parse_args(argv)
+    if args.command == "compile":
+        from fastsm.cli.compile import main as compile_main
+
+        return compile_main(threads=args.threads)
     if args.command == "demo":
         from fastsm.cli.demo import format_table, run
 

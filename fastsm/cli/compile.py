@@ -1,0 +1,102 @@
+"""``python -m fastsm compile``: compile (or load from Numba's cache) every kernel family once.
+
+For container images, CI jobs and the workers of a new cluster: run it once where the package is
+installed, and later processes load the kernels from the cache (Numba's ``__pycache__`` next to
+the modules, or ``NUMBA_CACHE_DIR``) instead of compiling them on their first call.  Each step is
+a small call of one public entry point on built-in data; the table lists what each took.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Callable
+
+import numpy as np
+
+
+def _steps(threads: int | None) -> list[tuple[str, Callable[[], object]]]:
+    from fastsm import datasets, divergences, gmm, shift, tgp
+
+    X, Xt, Y, _ = datasets.toy1(0, n_train=40, n_test=6)
+    Xs, Xst, Ys, _ = datasets.random_structured(0, n_train=60, n_test=6, dx=2, dy=3)
+    kw = {"threads": threads}
+    state: dict = {}
+
+    def fit():
+        state["model"] = tgp.fit(X, Y, **kw)
+        state["multi"] = tgp.fit(Xs, Ys, **kw)
+
+    def predict(method):
+        def run():
+            tgp.predict(state["model"], Xt, method=method, **kw)
+            tgp.predict(state["multi"], Xst, method=method, **kw)
+        return run
+
+    def loo():
+        for method in ("kl", "ikl", "sm"):
+            tgp.loo_predict(state["model"], method=method, max_iter=3, **kw)
+
+    def local(share):
+        def run():
+            model = tgp.fit_local(Xs, Ys, n_neighbors=20, share=share)
+            for method in ("kl", "sm"):
+                tgp.predict(model, Xst, method=method, **kw)
+        return run
+
+    def updates():
+        m = tgp.partial_fit(state["model"], Xt[:2], Y[:2], **kw)
+        tgp.remove(m, [0, 1], **kw)
+        tgp.objective(state["model"], Xt, Y[:6], method="sm", **kw)
+        tgp.certainty(state["model"], Xt, Y[:6], **kw)
+
+    def weights():
+        rng = np.random.default_rng(0)
+        A, B = rng.standard_normal((40, 2)), rng.standard_normal((30, 2)) + 0.3
+        for solver in shift.SOLVERS:
+            iw = shift.estimate_weights(A, B, sigma=0.8, solver=solver, **kw)
+        shift.weights_at(iw, A, **kw)
+
+    def gaussians():
+        rng = np.random.default_rng(1)
+        mu, S = rng.standard_normal((3, 2)), np.tile(np.eye(2), (3, 1, 1))
+        divergences.sm(mu, S, mu[::-1], 2 * S, 0.5, 1.5, **kw)
+        divergences.kl(mu, S, mu[::-1], 2 * S, **kw)
+        divergences.renyi(mu, S, mu[::-1], 2 * S, 0.5, **kw)
+
+    def mixtures():
+        mix = datasets.gmm_manifold(d=2, K=2, n_gaussians=8, n_mixtures=6, seed=0)[0]
+        for method in ("we", "mb", "mbs", "var", "ut"):
+            gmm.pairwise(mix[:3], mix[3:], method, **kw)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # tiny problems: a representative may not converge
+            gmm.fit_npe(mix, 2, **kw)
+
+    return [
+        ("fit (factorisations, ridge start)", fit),
+        ("KLTGP predictions", predict("kl")),
+        ("IKLTGP predictions", predict("ikl")),
+        ("SMTGP predictions (KLTGP start, exact Hessian)", predict("sm")),
+        ("leave-one-out (KLTGP, IKLTGP, SMTGP)", loo),
+        ("local models, one per test point", local("none")),
+        ("local models, shared by regions", local("region")),
+        ("local models, shared by clusters", local("cluster")),
+        ("updates, objective and certainty", updates),
+        ("importance weights (pg, fw, afw, pfw + polish)", weights),
+        ("divergences between Gaussians", gaussians),
+        ("Gaussian-mixture measures and GMM-NPE", mixtures),
+    ]
+
+
+def main(threads: int | None = None) -> int:
+    """Run every step, one progress line each (``[k/n] name ... seconds``), then the total."""
+    steps = _steps(threads)
+    t_all = time.perf_counter()
+    print(f"fastsm compile: {len(steps)} kernel families (compiled on first use, loaded from Numba's cache after)")
+    for k, (name, step) in enumerate(steps, 1):
+        print(f"[{k:2d}/{len(steps)}] {name} ...", end="", flush=True)
+        t0 = time.perf_counter()
+        step()
+        print(f" {time.perf_counter() - t0:.1f} s", flush=True)
+    print(f"kernels ready in {time.perf_counter() - t_all:.1f} s")
+    return 0
