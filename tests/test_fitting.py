@@ -89,3 +89,22 @@ def test_a_matrix_made_singular_by_large_weights_names_sample_weight():
         tgp.fit(Xd, Y, tgp.TGPParams(lambda_x=1e-20, lambda_y=1e-3))
     with pytest.raises(ValueError, match=r"need lambda_x > 0"):
         tgp.fit(Xd, Y, tgp.TGPParams(lambda_x=0.0, lambda_y=1e-3))
+
+
+@pytest.mark.parametrize("case", ["plain", "weighted", "constant column", "scaled", "one point"])
+def test_the_ridge_start_against_the_reference_twin(case):
+    """``fastsm.reference``'s own NumPy ridge (no code shared with the fast path since #54 item 5)."""
+    from fastsm.reference import tgp as ref
+
+    rng = np.random.default_rng(8)
+    X, Y, w = rng.standard_normal((50, 4)), rng.standard_normal((50, 2)), None
+    if case == "weighted":
+        w = rng.uniform(0.1, 4.0, 50)
+    elif case == "constant column":
+        X[:, 1] = 0.64042265
+    elif case == "scaled":
+        X = X * 1e14
+    elif case == "one point":
+        X, Y = X[:1], Y[:1]
+    got = ridge(X, Y, w)
+    np.testing.assert_allclose(ref._ridge(X, Y, w), got, rtol=1e-9, atol=1e-12 * max(1.0, np.abs(got).max()))

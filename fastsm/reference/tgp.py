@@ -15,10 +15,46 @@ from scipy.optimize import BFGS, minimize
 from scipy.spatial.distance import cdist
 
 from fastsm import config
-from fastsm.tgp.api import _pairs
-from fastsm.tgp.fitting import output_spread, ridge
-from fastsm.tgp.model import Prediction, TGPModel, TGPParams
-from fastsm.tgp.prediction import _check_inputs, _check_model, _sm_value, kl_start_iterations
+from fastsm.tgp.model import Prediction, TGPModel, TGPParams, check_inputs, check_model, check_pairs
+
+
+def _spread(Y: np.ndarray) -> float:
+    """The output spread ``sqrt(sum_c var(Y[:, c]))``; all-equal outputs: ``eps max |y|`` (or the
+    smallest normal float for all-zero outputs), the unit of the tolerance and the trust radius."""
+    spread = float(np.sqrt(np.var(Y, axis=0).sum()))
+    if spread > 0.0:
+        return spread
+    top = float(np.abs(Y).max())
+    return top * float(np.finfo(float).eps) if top > 0.0 else float(np.finfo(float).tiny)
+
+
+def _ridge(X: np.ndarray, Y: np.ndarray, w: np.ndarray | None) -> np.ndarray:
+    """The ridge start ``(dx + 1, dy)`` (bias last): least squares with an unpenalised bias and the penalty
+    ``1e-6`` times the mean column sum of squares of the centred inputs (times the mean weight, rows
+    weighted by ``w``), in centred unit-RMS columns; a column constant to rounding has coefficient 0."""
+    n, dx = X.shape
+    mu = X.mean(axis=0)
+    Xc = X - mu
+    rms = np.sqrt((Xc**2).mean(axis=0))
+    constant = rms <= n * np.finfo(float).eps * np.abs(X).max(axis=0)
+    Xc[:, constant], rms[constant] = 0.0, 1.0
+    w = np.ones(n) if w is None else w / w.max()
+    r = 1e-6 * max(float((Xc**2).sum(axis=0).mean()), 1e-300) * float(w.mean())
+    s = np.sqrt(w)[:, None]
+    A = np.vstack([np.hstack([s * Xc / rms, s]), np.hstack([np.diag(np.sqrt(r) / rms), np.zeros((dx, 1))])])
+    z = np.linalg.lstsq(A, np.vstack([s * Y, np.zeros((dx, Y.shape[1]))]), rcond=None)[0]
+    coef = z[:dx] / rms[:, None]
+    return np.vstack([coef, z[dx:] - mu @ coef])
+
+
+def _sm_objective(criterion: np.ndarray, method: str, beta: float) -> np.ndarray:
+    """The SM value from the minimised beta = 1 criterion ``R``: ``exp((b-1) R) / (b-1)`` (cubic form:
+    ``expm1``); the criterion itself for KL, IKL and b = 1."""
+    if method not in ("sm", "sm_cubic") or beta == 1.0:
+        return criterion.copy()
+    with np.errstate(over="ignore", under="ignore"):
+        g = np.exp if method == "sm" else np.expm1
+        return g((beta - 1.0) * criterion) / (beta - 1.0)
 
 
 def _rbf(A, B, gamma):
@@ -44,10 +80,10 @@ def fit(X, Y, params: TGPParams | None = None, *, methods=("kl", "ikl", "sm"), t
     eye = np.eye(len(X))
     Wx, Wy, Wxy = (solve_triangular(L, eye, lower=True) for L in (Lx, Ly, Lxy))
     G = Wy @ Lx if "ikl" in methods else None
-    spread = output_spread(Y)
+    spread = _spread(Y)
     parts = dict(Wx=Wx, Wy=Wy, Wxy=Wxy, G=G, logdet_x=np.linalg.slogdet(Kx)[1],
                  logdet_y=np.linalg.slogdet(Ky)[1], logdet_xy=np.linalg.slogdet(Kxy)[1], y_spread=spread,
-                 ridge_coef=ridge(X, Y, w))
+                 ridge_coef=_ridge(X, Y, w))
     return TGPModel._from_parts(X, Y, p, tuple(methods), parts, w)
 
 
@@ -123,8 +159,8 @@ def _point_objective(model: TGPModel, x: np.ndarray, method: str, beta: float | 
 
 def objective(model, X, Y, *, method="sm", return_gradient=False, threads=None, batch_size=None):
     """Twin of :func:`fastsm.tgp.objective`: one NumPy evaluation per row."""
-    model = _check_model(model)
-    X, Y = _pairs(model, X, Y)
+    model = check_model(model)
+    X, Y = check_pairs(model, X, Y)
     vals, grads = np.empty(len(X)), np.empty(Y.shape)
     for i in range(len(X)):
         f, _ = _point_objective(model, X[i], method)
@@ -134,8 +170,8 @@ def objective(model, X, Y, *, method="sm", return_gradient=False, threads=None, 
 
 def certainty(model, X, Y, *, threads=None, batch_size=None):
     """Twin of :func:`fastsm.tgp.certainty`."""
-    model = _check_model(model)
-    X, Y = _pairs(model, X, Y)
+    model = check_model(model)
+    X, Y = check_pairs(model, X, Y)
     p = model.params
     a = p.alpha
     kx = _rbf(X, model.X, p.gamma_x)
@@ -163,8 +199,8 @@ def predict(model, X, *, method="sm", init=None, max_iter=config.DEFAULT_MAX_ITE
     backtracking, steps capped at the trust radius.  SciPy's ``gtol`` is
     ``tol`` times the gradient norm at the start.
     """
-    model = _check_model(model)
-    X = _check_inputs(model, X)
+    model = check_model(model)
+    X = check_inputs(model, X)
     n, dy = len(X), model.Y.shape[1]
     if init is None:
         init = "kl" if method in ("sm", "sm_cubic") else "linear"
@@ -172,7 +208,7 @@ def predict(model, X, *, method="sm", init=None, max_iter=config.DEFAULT_MAX_ITE
         if init == "linear":
             Y0 = np.hstack([X, np.ones((n, 1))]) @ model.ridge_coef
         else:
-            Y0 = predict(model, X, method="kl", init="linear", max_iter=kl_start_iterations(max_iter), tol=tol,
+            Y0 = predict(model, X, method="kl", init="linear", max_iter=min(max_iter, config.SM_START_ITER), tol=tol,
                          optimizer=optimizer, trust_radius=trust_radius).y
     else:
         Y0 = np.asarray(init, dtype=float).reshape(n, dy)
@@ -200,7 +236,7 @@ def predict(model, X, *, method="sm", init=None, max_iter=config.DEFAULT_MAX_ITE
     lc[extrapolated] = -np.inf
     return Prediction(y=Y, log_certainty=lc, n_iter=np.array(out["it"]), n_eval=np.array(out["ev"]),
                       converged=np.array(out["cv"]) & ~extrapolated,
-                      objective=_sm_value(crit, method, model.params.beta), criterion=crit,
+                      objective=_sm_objective(crit, method, model.params.beta), criterion=crit,
                       n_eta_floor=np.zeros(n, dtype=np.int64), extrapolated=extrapolated, method=method)
 
 

@@ -16,15 +16,13 @@ from numpy.typing import ArrayLike
 
 from fastsm import config
 from fastsm._threads import Compute, run_interruptible
-from fastsm._validation import as_2d, check_choice, check_int, check_scalar
+from fastsm._validation import check_choice, check_int, check_scalar
 from fastsm.tgp.fitting import METHODS, check_training, factorize
 from fastsm.tgp.local import LocalTGPModel, predict_local
-from fastsm.tgp.model import Prediction, TGPModel, TGPParams
+from fastsm.tgp.model import Prediction, TGPModel, TGPParams, check_inputs, check_model, check_pairs
 from fastsm.tgp.prediction import (
     Method,
     _batches,
-    _check_inputs,
-    _check_model,
     _check_options,
     _factors,
     _log_certainty,
@@ -178,22 +176,14 @@ def predict(
         return predict_local(model, X, method=method, init=init, max_iter=max_iter, tol=tol, threads=threads,
                              optimizer=optimizer, trust_radius=trust_radius, batch_size=batch_size,
                              progress=progress, ftol=ftol)
-    model = _check_model(model)
-    X = _check_inputs(model, X)
+    model = check_model(model)
+    X = check_inputs(model, X)
     max_iter, tol, trust_radius, batch_size = _check_options(method, optimizer, max_iter, tol, trust_radius,
                                                              batch_size)
     ftol = check_scalar("ftol", ftol, low=0.0)
     return predict_global(model, X, method=method, init=init, max_iter=max_iter, tol=tol, threads=threads,
                           optimizer=optimizer, trust_radius=trust_radius, batch_size=batch_size, progress=progress,
                           ftol=ftol)
-
-def _pairs(model: TGPModel, X, Y) -> tuple[np.ndarray, np.ndarray]:
-    X = _check_inputs(model, X)
-    Y = as_2d("Y", Y)
-    if Y.shape != (X.shape[0], model.Y.shape[1]):
-        raise ValueError(f"Y must have shape {(X.shape[0], model.Y.shape[1])} (one output per row of X), "
-                         f"got {Y.shape}")
-    return X, Y
 
 def objective(
     model: TGPModel,
@@ -218,8 +208,8 @@ def objective(
     values : ndarray (n,)
     gradient : ndarray (n, dy), only if ``return_gradient``
     """
-    model = _check_model(model)
-    X, Y = _pairs(model, X, Y)
+    model = check_model(model)
+    X, Y = check_pairs(model, X, Y)
     check_choice("method", method, METHODS)
     batch_size = check_int("batch_size", batch_size, low=1)
     _factors(model, method)  # a model without G cannot evaluate IKLTGP
@@ -243,8 +233,8 @@ def certainty(model: TGPModel, X: ArrayLike, Y: ArrayLike, *, threads: int | Non
     ``alpha``, evaluated as is (no extrapolation flag: see
     :attr:`Prediction.log_certainty` for predictions).
     """
-    model = _check_model(model)
-    X, Y = _pairs(model, X, Y)
+    model = check_model(model)
+    X, Y = check_pairs(model, X, Y)
     batch_size = check_int("batch_size", batch_size, low=1)
     out = np.empty(X.shape[0])
 

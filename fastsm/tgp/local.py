@@ -61,10 +61,9 @@ from fastsm._threads import resolve_threads, stop_requested, thread_limits, work
 from fastsm._validation import as_2d, check_choice, check_int
 from fastsm.tgp import regions as _regions
 from fastsm.tgp.fitting import MIN_PIVOT, check_training, cholesky_form, factorize, factorize_cholesky
-from fastsm.tgp.model import Prediction, TGPModel, TGPParams
+from fastsm.tgp.model import Prediction, TGPModel, TGPParams, check_inputs
 from fastsm.tgp.prediction import (
     _certainty_from,
-    _check_inputs,
     _floor,
     _sm_value,
     _warn_extrapolated,
@@ -191,7 +190,7 @@ class LocalTGPModel:
         """The region of each row of ``X`` (its nearest centroid), ``(n,)`` int64."""
         if self.share != "region":
             raise ValueError(f"regions_of needs a model fitted with share='region', not {self.share!r}")
-        X = _check_inputs(self, X)
+        X = check_inputs(self, X)
         assert self.center_tree is not None and self.centers is not None  # set by share='region'
         return _regions.nearest(self.center_tree, X, self.centers, 1)[:, 0].astype(np.int64)
 
@@ -472,7 +471,7 @@ def predict_local(model: LocalTGPModel, X, *, method: str, init, max_iter: int, 
                   optimizer: str, trust_radius: float, batch_size: int, progress=False,
                   ftol: float = config.DEFAULT_FTOL) -> Prediction:
     """:func:`fastsm.tgp.predict` for a :class:`LocalTGPModel` (validated options)."""
-    X = _check_inputs(model, X)
+    X = check_inputs(model, X)
     if method == "sm_cubic":
         raise ValueError("method='sm_cubic' (the O(N^3) reference form) is not available for local models")
     n, dy = X.shape[0], model.Y.shape[1]

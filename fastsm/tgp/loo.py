@@ -28,9 +28,8 @@ from fastsm import config
 from fastsm._memory import LOO_MATRICES, check_memory
 from fastsm._validation import check_choice, check_scalar
 from fastsm.tgp.fitting import output_spread, ridge_frame
-from fastsm.tgp.model import Prediction, TGPModel
+from fastsm.tgp.model import Prediction, TGPModel, check_model
 from fastsm.tgp.prediction import (
-    _check_model,
     _check_options,
     _optimize,
     _point_data,
@@ -204,7 +203,7 @@ def loo_predict(
     >>> float(((loo.y - Y) ** 2).mean()) < 0.1
     True
     """
-    model = _check_model(model)
+    model = check_model(model)
     require_inverse_form(model, "loo_predict")
     check_choice("method", method, ("sm", "kl", "ikl"))
     max_iter, tol, trust_radius, batch_size = _check_options(method, optimizer, max_iter, tol, trust_radius,

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.linalg import solve_triangular
 
+from fastsm._validation import as_2d
 from fastsm.tgp.fitting import check_training, factorize
 from fastsm.tgp.params import TGPParams
 
@@ -217,3 +218,28 @@ class Prediction:
         return (f"Prediction(method={self.method!r}, n={self.y.shape[0]}, dy={self.y.shape[1]}, "
                 f"converged={int(self.converged.sum())}/{self.converged.size}, "
                 f"extrapolated={int(self.extrapolated.sum())})")
+
+
+def check_model(model) -> TGPModel:
+    """``model`` if it is a :class:`TGPModel`, else a ``TypeError`` naming it."""
+    if not isinstance(model, TGPModel):
+        raise TypeError(f"model must be a TGPModel from fastsm.tgp.fit, got {type(model).__name__}")
+    return model
+
+
+def check_inputs(model, X, name: str = "X") -> np.ndarray:
+    """``X`` as a float64 2-D array with the training inputs' ``dx`` columns of ``model`` (any model type)."""
+    X = as_2d(name, X)
+    if X.shape[1] != model.X.shape[1]:
+        raise ValueError(f"{name} must have {model.X.shape[1]} columns (the training inputs' dx), got {X.shape[1]}")
+    return X
+
+
+def check_pairs(model: TGPModel, X, Y) -> tuple[np.ndarray, np.ndarray]:
+    """Test inputs ``X`` and outputs ``Y`` of ``model``, one output row per input row."""
+    X = check_inputs(model, X)
+    Y = as_2d("Y", Y)
+    if Y.shape != (X.shape[0], model.Y.shape[1]):
+        raise ValueError(f"Y must have shape {(X.shape[0], model.Y.shape[1])} (one output per row of X), "
+                         f"got {Y.shape}")
+    return X, Y

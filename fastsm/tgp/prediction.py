@@ -32,7 +32,7 @@ from fastsm.tgp.fitting import METHODS
 from fastsm.tgp.model import Prediction, TGPModel, TGPParams
 
 if TYPE_CHECKING:
-    from fastsm.tgp.local import LocalTGPModel
+    pass
 
 Method = Literal["sm", "kl", "ikl", "sm_cubic"]
 
@@ -42,24 +42,11 @@ _METHOD_CODE = {"kl": obj.KL, "ikl": obj.IKL, "sm": obj.SM, "sm_cubic": obj.SM_C
 
 
 
-def _check_model(model) -> TGPModel:
-    if not isinstance(model, TGPModel):
-        raise TypeError(f"model must be a TGPModel from fastsm.tgp.fit, got {type(model).__name__}")
-    return model
-
-
 def require_inverse_form(model: TGPModel, what: str) -> None:
     """``what`` (leave-one-out, updates) works on the inverse factors of models from :func:`fastsm.tgp.fit`."""
     if model.factor_form != "inverse":
         raise ValueError(f"{what} needs a model from fastsm.tgp.fit (inverse factors); this model is in "
                          f"{model.factor_form} form (a local model's)")
-
-
-def _check_inputs(model: TGPModel | LocalTGPModel, X, name: str = "X") -> np.ndarray:
-    X = as_2d(name, X)
-    if X.shape[1] != model.X.shape[1]:
-        raise ValueError(f"{name} must have {model.X.shape[1]} columns (the training inputs' dx), got {X.shape[1]}")
-    return X
 
 
 def _floor(p: TGPParams) -> float:

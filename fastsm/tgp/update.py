@@ -35,8 +35,8 @@ from fastsm.tgp.fitting import (
     spd_factor,
     weighted_gram,
 )
-from fastsm.tgp.model import TGPModel
-from fastsm.tgp.prediction import _check_model, require_inverse_form
+from fastsm.tgp.model import TGPModel, check_model
+from fastsm.tgp.prediction import require_inverse_form
 
 #: Schur-complement pivots below this fraction of the new point's own kernel value count as duplicates.
 SCHUR_FLOOR = 1e-12
@@ -126,7 +126,7 @@ def partial_fit(model: TGPModel, X_new: ArrayLike, Y_new: ArrayLike, *, sample_w
         Shape mismatches, non-finite values, or a new point that duplicates
         a training point while its regulariser is 0.
     """
-    model = _check_model(model)
+    model = check_model(model)
     require_inverse_form(model, "partial_fit")
     Xn = as_2d("X_new", X_new)
     Yn = as_2d("Y_new", Y_new)
@@ -229,7 +229,7 @@ def remove(model: TGPModel, indices: ArrayLike, *, threads: int | None = None) -
     -------
     TGPModel
     """
-    model = _check_model(model)
+    model = check_model(model)
     require_inverse_form(model, "remove")
     n = model.n_train
     R = _check_indices(indices, n)
@@ -250,7 +250,7 @@ def with_alpha(model: TGPModel, alpha: float, beta: float | None = None) -> TGPM
     ``W_X``, ``W_Y``, ``G``, the ridge start and the spread are shared
     (the arrays are read-only), so this costs one Cholesky instead of a fit.
     """
-    require_inverse_form(_check_model(model), "with_alpha")
+    require_inverse_form(check_model(model), "with_alpha")
     p = dataclasses.replace(model.params, alpha=alpha, beta=model.params.beta if beta is None else beta)
     if p.alpha == model.params.alpha:
         parts_xy = {"Wxy": model.Wxy, "logdet_xy": model.logdet_xy}
