@@ -29,7 +29,7 @@ from threadpoolctl import threadpool_limits
 
 from fastsm._kernels import objectives as O
 from fastsm._kernels.gemm import tri_products
-from fastsm._kernels.objectives import Evaluations, Points, Products, _ops2, workspace
+from fastsm._kernels.objectives import Evaluations, Points, Products, ops2, workspace
 from fastsm._kernels.rbf import kernel_row
 from fastsm._threads import thread_limits
 from fastsm.cli.bench import best_of, dgemm_gflops, make_problem
@@ -40,7 +40,7 @@ from fastsm.tgp import prediction as api
 def _kernel_rows(obj, Yt, work, m):
     Zt = np.ascontiguousarray(obj.Z.T)
     for r in prange(m):
-        kernel_row(Yt[r], Zt, obj.gamma, work[O._K, r], work[O._R1, r], work[O._R2, r])
+        kernel_row(Yt[r], Zt, obj.gamma, work[O.K_ROW, r], work[O.R1_ROW, r], work[O.R2_ROW, r])
 
 
 @njit(parallel=True)
@@ -75,7 +75,7 @@ def parts(n: int, b: int) -> dict:
 
 
 def _parts(model, X, Y, n: int, b: int) -> dict:
-    F, eta_x, _, _ = api._point_data(model, X, "sm")
+    F, eta_x, _, _ = api.prepare_points(model, X, "sm")
     obj = api._objective(model, "sm", 1.0)
     plan = api.products_plan(model)
     nt = numba.get_num_threads()
@@ -83,8 +83,8 @@ def _parts(model, X, Y, n: int, b: int) -> dict:
     pts, idx, Yt = Points(F, eta_x), np.arange(b), np.ascontiguousarray(Y)
     out = Evaluations(np.empty(b), np.empty(Y.shape), np.empty(b), np.empty(b), np.zeros(b, dtype=np.int64))
     prod = Products(work, plan, nt)
-    fwd = _ops2(O._K, 0, 1, O._Z1, O._K, 1, 1, O._Z2)
-    bwd = _ops2(O._Z1, 0, 0, O._R1, O._Z2, 1, 0, O._R2)
+    fwd = ops2(O.K_ROW, 0, 1, O.Z1_ROW, O.K_ROW, 1, 1, O.Z2_ROW)
+    bwd = ops2(O.Z1_ROW, 0, 0, O.R1_ROW, O.Z2_ROW, 1, 0, O.R2_ROW)
     calls = {"whole evaluation": lambda: O.evaluate_rows(obj, pts, idx, Yt, out, prod, None, None),
              "kernel rows": lambda: _kernel_rows(obj, Yt, work, b),
              "forward products": lambda: tri_products(work, obj.W1, obj.W2, fwd, b, plan, nt),

@@ -76,7 +76,7 @@ def beta_paths():
         free = tgp.predict(model, Xt, method="sm")
         start = tgp.predict(model, Xt, method="kl").y
         print(f"{name:5} {'free':>5} {free.n_eval.mean():9.1f} {free.converged.mean():6.1%} {0.0:17.1e} {0.0:9.1e}")
-        F, eta_x, _, _ = api._point_data(model, Xt, "sm")
+        F, eta_x, _, _ = api.prepare_points(model, Xt, "sm")
         n = len(Xt)
         for beta in (0.5, 0.99, 1.5):
             opts = Options(50, np.full(n, 1e-8 * model.y_spread), config.DEFAULT_FTOL,

@@ -42,7 +42,7 @@ def _tbb_candidates() -> list[str]:
     return found
 
 
-def _parallel_initialized() -> bool:
+def parallel_initialized() -> bool:
     from numba.np.ufunc import parallel
 
     return bool(parallel._is_initialized)
@@ -55,7 +55,7 @@ def configure_threading_layer() -> None:
     """
     if os.environ.get("NUMBA_THREADING_LAYER") or os.environ.get("NUMBA_THREADING_LAYER_PRIORITY"):
         return
-    if numba.config.THREADING_LAYER != "default" or _parallel_initialized():  # type: ignore[attr-defined]
+    if numba.config.THREADING_LAYER != "default" or parallel_initialized():  # type: ignore[attr-defined]
         return
     for path in _tbb_candidates():
         try:
@@ -75,7 +75,7 @@ def launch_in_main_thread() -> None:
     first parallel kernel).  fastsm's large calls run in helper threads, so
     the layer would otherwise start in one of those.
     """
-    if _parallel_initialized() or threading.current_thread() is not threading.main_thread():
+    if parallel_initialized() or threading.current_thread() is not threading.main_thread():
         return
     from numba.np.ufunc import parallel
 
@@ -90,7 +90,7 @@ def threading_layer() -> str:
     Before the first parallel kernel has run, the layer Numba will choose is
     determined by running a trivial parallel kernel.
     """
-    if not _parallel_initialized():
+    if not parallel_initialized():
         _probe(np.zeros(2))
     return numba.threading_layer()
 

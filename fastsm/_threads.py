@@ -41,7 +41,7 @@ import numba
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
-from fastsm._layer import _parallel_initialized, configure_threading_layer, launch_in_main_thread, threading_layer
+from fastsm._layer import configure_threading_layer, launch_in_main_thread, parallel_initialized, threading_layer
 
 __all__ = ["configure_threading_layer", "threading_layer", "resolve_threads", "thread_limits", "run_interruptible",
            "Compute", "worker_pool", "stop_requested"]
@@ -120,7 +120,7 @@ class _KernelLock:
 
     @contextlib.contextmanager
     def held_if_needed(self) -> Iterator[None]:
-        if _parallel_initialized() and numba.threading_layer() != "workqueue":
+        if parallel_initialized() and numba.threading_layer() != "workqueue":
             yield
             return
         with self.lock:

@@ -37,7 +37,7 @@ from fastsm._progress import Progress
 from fastsm._validation import as_2d, check_int
 from fastsm.tgp.local import LocalTGPModel, chunk_rows
 from fastsm.tgp.model import Prediction, TGPModel
-from fastsm.tgp.prediction import _warn_extrapolated, quiet
+from fastsm.tgp.prediction import quiet, warn_extrapolated
 
 __all__ = ["predict", "gmm_pairwise"]
 
@@ -198,7 +198,7 @@ def predict(model, X, *, client=None, block_size: int | None = None, progress=Fa
     out = {name: np.concatenate([results[a][name] for a, _ in spans]) for name in _FIELDS}
     if order is not None:  # back from region order to the order of X
         out = {name: _unsort(v, order) for name, v in out.items()}
-    _warn_extrapolated(out["extrapolated"], n, local=isinstance(model, LocalTGPModel))
+    warn_extrapolated(out["extrapolated"], n, local=isinstance(model, LocalTGPModel))
     return Prediction(**out, method=predict_kwargs.get("method", "sm"))
 
 

@@ -89,7 +89,7 @@ def _supported_reference(model, X, Y0, method, held=None, spread=None):
     beta = 1.0 if method == "sm" else None
     Xo = X[out]
     ho = None if held is None else held[out]
-    F, eta_x, _, ex = P._point_data(model, Xo, method, ho)
+    F, eta_x, _, ex = P.prepare_points(model, Xo, method, ho)
     Kx = np.exp(-model.params.gamma_x * cdist(Xo, model.X, "sqeuclidean"))
     if ho is not None:
         Kx[np.arange(out.size), ho] = -1.0
@@ -156,8 +156,8 @@ def test_point_data_matches_scipy():
     Lx, Lxy = np.tril(m.Wx), np.tril(m.Wxy)
     Hx = solve_triangular(Lx, Kx.T, lower=True).T
     with thread_limits(1):
-        F, eta_x, Gxy, ex = P._point_data(m, Xt, "kl")
-        Fs, _, _, _ = P._point_data(m, Xt, "sm")
+        F, eta_x, Gxy, ex = P.prepare_points(m, Xt, "kl")
+        Fs, _, _, _ = P.prepare_points(m, Xt, "sm")
     np.testing.assert_allclose(Gxy, solve_triangular(Lxy, Kx.T, lower=True).T, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(F, solve_triangular(Lx.T, Hx.T, lower=False).T, rtol=1e-9, atol=1e-10)
     np.testing.assert_allclose(eta_x, 1.0 + p.lambda_x - (Hx**2).sum(axis=1), rtol=1e-9, atol=1e-12)

@@ -19,7 +19,7 @@ def kernel_hessian(model, X, Y, held=None):
     ``held``: the training point left out of each row's model (leave-one-out)."""
     m, dy = Y.shape
     n = model.n_train
-    F, eta_x, _, _ = api._point_data(model, X, "sm", held)
+    F, eta_x, _, _ = api.prepare_points(model, X, "sm", held)
     plan = tile_plan(n)
     out = obj.Evaluations(np.empty(m), np.empty((m, dy)), np.empty(m), np.empty(m), np.zeros(m, dtype=np.int64))
     H = np.empty((m, dy, dy))

@@ -26,7 +26,7 @@ def problem():
 
 
 def _evaluate(model, X, Y, method, nthreads):
-    F, eta_x, _, _ = api._point_data(model, X, method)
+    F, eta_x, _, _ = api.prepare_points(model, X, method)
     m = len(X)
     out = obj.Evaluations(np.empty(m), np.empty(Y.shape), np.empty(m), np.empty(m), np.zeros(m, dtype=np.int64))
     with thread_limits(2):

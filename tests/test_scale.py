@@ -188,7 +188,7 @@ def test_descent_search_is_a_neighbour_minimum_with_fewer_scores():
     """search="descent" on a score with two minima along an axis: it stops at the one its start descends
     into (no one-step move improves), scoring fewer settings than the full sweeps; ties keep the lower
     neighbour."""
-    from fastsm.tgp.search import _coordinate_search, _descent_search
+    from fastsm.tgp.search import coordinate_search, descent_search
 
     axes = [tuple(range(9)), tuple(range(5)), tuple(range(5))]
 
@@ -212,9 +212,9 @@ def test_descent_search_is_a_neighbour_minimum_with_fewer_scores():
             return seen[ix]
         return score
 
-    desc = _descent_search(axes, [6, 2, 2], memo(c_desc))
+    desc = descent_search(axes, [6, 2, 2], memo(c_desc))
     seen.clear()
-    coord = _coordinate_search(axes, [6, 2, 2], memo(c_coord))
+    coord = coordinate_search(axes, [6, 2, 2], memo(c_coord))
     assert desc == (5, 1, 3) and coord[0] == 0
     f = make([])
     for d, axis in enumerate(axes):  # a minimum along each axis's neighbours
@@ -224,7 +224,7 @@ def test_descent_search_is_a_neighbour_minimum_with_fewer_scores():
                 assert f((*desc[:d], j, *desc[d + 1:])) >= f(desc)
     assert len(c_desc) < len(c_coord)
     # a tie between the two neighbours goes to the lower one
-    assert _descent_search([tuple(range(3))], [1], lambda ix: [0.0, 1.0, 0.0][ix[0]]) == (0,)
+    assert descent_search([tuple(range(3))], [1], lambda ix: [0.0, 1.0, 0.0][ix[0]]) == (0,)
 
 
 def test_auto_search_sweeps_small_sets_and_descends_above(data, monkeypatch):

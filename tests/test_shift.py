@@ -8,7 +8,7 @@ from scipy.stats import norm
 
 from fastsm import datasets, shift
 from fastsm._kernels import kliep_problem as kp
-from fastsm.shift.kliep import _fit
+from fastsm.shift.kliep import fit_on_centers
 
 SIGMA = 0.4
 #: Absolute accuracy allowed to the interior-point reference F* (measured deviation 3.8e-8).
@@ -72,7 +72,7 @@ def test_unpolished_gap_bounds_the_suboptimality(small, reference, solver):
 def test_step_invariants(small):
     Xtr, Xte = small
     for solver in ("fw", "afw", "pfw"):
-        iw = _fit(Xtr, Xte, Xte, 0.25, solver, max_iter=2000, tol=0.0, ftol=0.0, polish=False, threads=None,
+        iw = fit_on_centers(Xtr, Xte, Xte, 0.25, solver, max_iter=2000, tol=0.0, ftol=0.0, polish=False, threads=None,
                   check=True)
         steps = iw._trace.step[: iw.n_iter]
         assert iw._violations == 0, solver  # active set == support of mu, sum mu == 1, every iteration
@@ -107,8 +107,8 @@ def test_kernels_match_numpy(small):
 def test_matrix_free_mode_gives_the_same_weights(small):
     Xtr, Xte = small
     kw = dict(max_iter=10_000, tol=1e-8, ftol=0.0, polish=True, threads=None)
-    a = _fit(Xtr, Xte, Xte, SIGMA, "pfw", stored=True, **kw)
-    b = _fit(Xtr, Xte, Xte, SIGMA, "pfw", stored=False, **kw)
+    a = fit_on_centers(Xtr, Xte, Xte, SIGMA, "pfw", stored=True, **kw)
+    b = fit_on_centers(Xtr, Xte, Xte, SIGMA, "pfw", stored=False, **kw)
     assert abs(a.objective - b.objective) <= 1e-10 * abs(a.objective)
     np.testing.assert_allclose(a.weights, b.weights, rtol=1e-6, atol=1e-8)
 

@@ -25,7 +25,7 @@ import numpy as np
 from numba import types
 from numba.extending import get_cython_function_address
 
-from fastsm._kernels.gemm import _ptr
+from fastsm._kernels.gemm import ptr
 from fastsm._kernels.rbf import gram_upper
 from fastsm._kernels.simd import vload, vmul, vsplat, vstore, vsub
 from fastsm.config import kernel
@@ -66,7 +66,7 @@ def potrf_symmetric(A):
     dims = np.empty(2, dtype=np.intc)
     dims[0] = n
     dims[1] = 0
-    _dpotrf(_ptr(flags, 0), _ptr(dims, 0), _ptr(A, 0), _ptr(dims, 0), _ptr(dims, 1))
+    _dpotrf(ptr(flags, 0), ptr(dims, 0), ptr(A, 0), ptr(dims, 0), ptr(dims, 1))
     info = dims[1]
     if info == 0:
         _mirror_upper(A)

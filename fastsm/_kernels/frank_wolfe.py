@@ -21,13 +21,13 @@ from fastsm._kernels.kliep_problem import (
     STOP_MAX_ITER,
     STOP_OBJECTIVE,
     SWAP,
-    _gap,
-    _record,
-    _row,
     armijo_max,
+    center_row,
     combine,
+    fw_gap,
     gradient,
     log_sum,
+    record,
 )
 from fastsm.config import kernel
 
@@ -122,7 +122,7 @@ def _check(atoms):
 def _direction(p, variant, atoms, z, gt, vertex, dz, bufs):
     """The step direction ``dz`` in ``z``-space for Alg. 2 / 4 / 5 (in place).
 
-    ``vertex = (l_fw, gmax, mg)`` from :func:`~fastsm._kernels.kliep_problem._gap`;
+    ``vertex = (l_fw, gmax, mg)`` from :func:`~fastsm._kernels.kliep_problem.fw_gap`;
     ``bufs`` two scratch rows.  Returns ``(towards, l_aw, rho_max, slope)``:
     whether the step moves towards the FW vertex ``l_fw``, the away atom (-1
     for FW), the largest feasible step and the directional derivative.
@@ -130,13 +130,13 @@ def _direction(p, variant, atoms, z, gt, vertex, dz, bufs):
     l_fw, gmax, mg = vertex
     gap = gmax - mg
     n = z.shape[0]
-    row_fw = _row(p, l_fw, bufs[0])
+    row_fw = center_row(p, l_fw, bufs[0])
     if variant == FW:
         for j in range(n):
             dz[j] = row_fw[j] - z[j]
         return True, -1, 1.0, gap
     l_aw = _away(gt, atoms)
-    row_aw = _row(p, l_aw, bufs[1])
+    row_aw = center_row(p, l_aw, bufs[1])
     m_aw = atoms.mu[l_aw]
     if variant == PFW:
         for j in range(n):
@@ -215,9 +215,9 @@ def frank_wolfe(p, opts, mu, trace, stop):
         for j in range(n):
             r[j] = 1.0 / z[j]
         gradient(p, r, gt)
-        vertex = _gap(gt, mu)
+        vertex = fw_gap(gt, mu)
         l_fw = vertex[0]
-        _record(trace, it, vertex[1] - vertex[2], f, atoms.n[0])
+        record(trace, it, vertex[1] - vertex[2], f, atoms.n[0])
         if vertex[1] - vertex[2] <= opts.tol:
             reason = STOP_GAP
             break
@@ -247,7 +247,7 @@ def frank_wolfe(p, opts, mu, trace, stop):
         f_old = f
         f = f_new
         if opts.ftol > 0.0 and f - f_old <= opts.ftol * abs(f_old):
-            _record(trace, it, np.nan, f, atoms.n[0])  # gap not computed: stopped before the next gradient
+            record(trace, it, np.nan, f, atoms.n[0])  # gap not computed: stopped before the next gradient
             reason = STOP_OBJECTIVE
             break
     return it, reason, kinds[GOOD], kinds[DROP], kinds[SWAP], violations

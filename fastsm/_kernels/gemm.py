@@ -108,7 +108,7 @@ class TilePlan(NamedTuple):
 
 
 @intrinsic
-def _ptr(typingctx, arr, offset):
+def ptr(typingctx, arr, offset):
     """Pointer to element ``offset`` of a C-contiguous array's data (for the BLAS call)."""
     sig = types.CPointer(arr.dtype)(arr, types.intp)
 
@@ -131,8 +131,8 @@ def gemm_tile(K, r0, h, M, c0, w, P, p0, scal):
     ldk = K.shape[1]
     ldm = M.shape[1]
     ldp = P.shape[1]
-    _xxgemm(_D, _N, _N, w, h, n, _ptr(scal, 0), _ptr(M, c0), ldm, _ptr(K, r0 * ldk), ldk, _ptr(scal, 1),
-            _ptr(P, p0 * ldp + c0), ldp)
+    _xxgemm(_D, _N, _N, w, h, n, ptr(scal, 0), ptr(M, c0), ldm, ptr(K, r0 * ldk), ldk, ptr(scal, 1),
+            ptr(P, p0 * ldp + c0), ldp)
 
 
 @kernel()
@@ -160,8 +160,8 @@ def trmm_tile(X, r0, h, M, fwd, P, p0):
     dims[2] = M.shape[1]
     dims[3] = ldp
     one = np.ones(1)
-    _dtrmm(_ptr(flags, 0), _ptr(flags, 1), _ptr(flags, 2), _ptr(flags, 3), _ptr(dims, 0), _ptr(dims, 1),
-           _ptr(one, 0), _ptr(M, 0), _ptr(dims, 2), _ptr(P, p0 * ldp), _ptr(dims, 3))
+    _dtrmm(ptr(flags, 0), ptr(flags, 1), ptr(flags, 2), ptr(flags, 3), ptr(dims, 0), ptr(dims, 1),
+           ptr(one, 0), ptr(M, 0), ptr(dims, 2), ptr(P, p0 * ldp), ptr(dims, 3))
 
 
 #: Rows per task of the row loops (:func:`tri_products` with ``plan.rows``).

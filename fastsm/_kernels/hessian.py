@@ -22,7 +22,17 @@ import numpy as np
 from numba import prange
 
 from fastsm._kernels.gemm import tri_products
-from fastsm._kernels.objectives import _K, _R1, _R2, _Z1, _Z2, _cholesky, _cholesky_solve, _ops2, project_out
+from fastsm._kernels.objectives import (
+    K_ROW,
+    R1_ROW,
+    R2_ROW,
+    Z1_ROW,
+    Z2_ROW,
+    ops2,
+    project_out,
+    small_cholesky,
+    small_cholesky_solve,
+)
 from fastsm.config import kernel
 
 #: When a point asks for its exact Hessian (``Options.hessian``): first at iteration
@@ -54,22 +64,22 @@ def hessian_rows(obj, rr, idx, Yt, out, work, hess, jprod, held):
     n = Z.shape[0]
     jw = jprod.work
     for q in prange(m):
-        k = work[_K, rr[q]]
+        k = work[K_ROW, rr[q]]
         y = Yt[rr[q]]
         for d in range(dy):
-            row = jw[_K, q * dy + d]
+            row = jw[K_ROW, q * dy + d]
             for i in range(n):
                 row[i] = -2.0 * gamma * (y[d] - Z[i, d]) * k[i]
-    tri_products(jw, obj.W1, obj.W2, _ops2(_K, 0, 1, _Z1, _K, 1, 1, _Z2), m * dy, jprod.plan, jprod.nthreads)
+    tri_products(jw, obj.W1, obj.W2, ops2(K_ROW, 0, 1, Z1_ROW, K_ROW, 1, 1, Z2_ROW), m * dy, jprod.plan, jprod.nthreads)
     if held is not None:
         for t in prange(m * dy):
             h = held[idx[rr[t // dy]]]
             if h >= 0:
-                project_out(jw[_Z1, t], obj.W1, h)
-                project_out(jw[_Z2, t], obj.W2, h)
+                project_out(jw[Z1_ROW, t], obj.W1, h)
+                project_out(jw[Z2_ROW, t], obj.W2, h)
     for q in prange(m):
         r = rr[q]
-        _assemble(q, a, gamma, Z, Yt[r], work[_K, r], work[_R1, r], work[_R2, r], jw, out.eta_y[r],
+        _assemble(q, a, gamma, Z, Yt[r], work[K_ROW, r], work[R1_ROW, r], work[R2_ROW, r], jw, out.eta_y[r],
                   out.eta_xy[r], out.hits[r], hess[q])
 
 
@@ -109,8 +119,8 @@ def _assemble(q, a, gamma, Z, y, k, u_y, u_xy, jw, eta_y, eta_xy, hits, H):
     for c in range(dy):
         gy[c] *= 4.0 * gamma
         gxy[c] *= 4.0 * gamma * a
-    Zq = jw[_Z1, q * dy:(q + 1) * dy]
-    Xq = jw[_Z2, q * dy:(q + 1) * dy]
+    Zq = jw[Z1_ROW, q * dy:(q + 1) * dy]
+    Xq = jw[Z2_ROW, q * dy:(q + 1) * dy]
     Ay = np.dot(Zq, Zq.T)
     Axy = np.dot(Xq, Xq.T)
     g2 = 4.0 * gamma * gamma
@@ -152,13 +162,13 @@ def seed(p, Hx, it):
         for e in range(d):
             if not np.isfinite(Hx[c, e]):
                 return
-    L, ok = _cholesky(Hx)
+    L, ok = small_cholesky(Hx)
     if not ok:
         return
     unit = np.zeros(d)
     for c in range(d):  # H^-1 column by column
         unit[c] = 1.0
-        col = _cholesky_solve(L, unit)
+        col = small_cholesky_solve(L, unit)
         unit[c] = 0.0
         for i in range(d):
             it.H[p, i, c] = col[i]

@@ -8,11 +8,11 @@ from fastsm._kernels.kliep_problem import (
     STOP_INTERRUPTED,
     STOP_MAX_ITER,
     STOP_OBJECTIVE,
-    _gap,
-    _record,
     combine,
+    fw_gap,
     gradient,
     log_sum,
+    record,
 )
 from fastsm.config import kernel
 
@@ -47,12 +47,12 @@ def _record_pg(p, z, mu, score, it, r, gt, trace):
     for j in range(z.shape[0]):
         r[j] = 1.0 / z[j]
     gradient(p, r, gt)
-    _, gmax, mg = _gap(gt, mu)
+    _, gmax, mg = fw_gap(gt, mu)
     nnz = 0
     for l in range(mu.shape[0]):
         if mu[l] > 0.0:
             nnz += 1
-    _record(trace, it, gmax - mg, score, nnz)
+    record(trace, it, gmax - mg, score, nnz)
     if it < trace.step.shape[0]:
         trace.step[it] = -1
 

@@ -9,14 +9,14 @@ from fastsm._kernels.kliep_problem import (
     STOP_INTERRUPTED,
     STOP_LINE_SEARCH,
     STOP_MAX_ITER,
-    _gap,
-    _row,
     armijo_max,
+    center_row,
     combine,
+    fw_gap,
     gradient,
     log_sum,
 )
-from fastsm._kernels.objectives import _cholesky, _cholesky_solve
+from fastsm._kernels.objectives import small_cholesky, small_cholesky_solve
 from fastsm.config import kernel
 
 
@@ -77,7 +77,7 @@ def _newton(p, mu, S, k, r, buf):
                 E[q, j] = row[S[q]]
     else:
         for q in range(k):
-            E[q] = _row(p, S[q], buf)
+            E[q] = center_row(p, S[q], buf)
     Er = np.empty((k, n))
     g = np.zeros(k)
     for q in range(k):
@@ -95,11 +95,11 @@ def _newton(p, mu, S, k, r, buf):
         dmax = max(dmax, H[q, q])
     for q in range(k):
         H[q, q] += 1e-13 * dmax + 1e-300
-    L, ok = _cholesky(H)
+    L, ok = small_cholesky(H)
     if not ok:
         return E, g, 0.0, False
-    x1 = _cholesky_solve(L, g)
-    x2 = _cholesky_solve(L, np.ones(k))
+    x1 = small_cholesky_solve(L, g)
+    x2 = small_cholesky_solve(L, np.ones(k))
     nu = np.sum(x1) / np.sum(x2)
     delta = x1 - nu * x2
     dec = 0.0
@@ -185,7 +185,7 @@ def polish(p, mu, tol, max_outer, max_inner, tau, gaps, stop):
         for j in range(n):
             r[j] = 1.0 / z[j]
         gradient(p, r, gt)
-        l_fw, gmax, mg = _gap(gt, mu)
+        l_fw, gmax, mg = fw_gap(gt, mu)
         gaps[o] = gmax - mg
         if gmax - mg <= tol:
             return o, STOP_GAP

@@ -67,7 +67,7 @@ class KliepProblem(NamedTuple):
 
 
 @kernel()
-def _record(trace, it, gap, f, n_active):
+def record(trace, it, gap, f, n_active):
     """Row ``it`` of the trace, if it has one."""
     if it < trace.gap.shape[0]:
         trace.gap[it] = gap
@@ -174,7 +174,7 @@ def scaled_kernel(X, Ct, gamma, inv_b, A):
 
 
 @kernel()
-def _row(p, l, buf):
+def center_row(p, l, buf):
     """Column ``l`` of ``A`` (centre ``l`` at every test point) into ``buf``; returns ``buf``."""
     n = buf.shape[0]
     if p.stored:
@@ -259,7 +259,7 @@ def combine(p, mu, z, buf):
     z[:] = 0.0
     for l in range(mu.shape[0]):
         if mu[l] != 0.0:
-            row = _row(p, l, buf)
+            row = center_row(p, l, buf)
             for j in range(z.shape[0]):
                 z[j] += mu[l] * row[j]
 
@@ -311,7 +311,7 @@ def armijo_max(z, dz, f0, slope, rho_max, tau, noise):
 
 
 @kernel()
-def _gap(gt, mu):
+def fw_gap(gt, mu):
     """``(l_fw, max gt, mu^T gt)``."""
     l_fw = 0
     gmax = gt[0]

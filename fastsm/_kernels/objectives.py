@@ -44,7 +44,7 @@ SM = 2
 SM_CUBIC = 3
 
 #: Row buffers of :func:`workspace`: kernel rows, two forward and two backward products.
-_K, _Z1, _Z2, _R1, _R2 = 0, 1, 2, 3, 4
+K_ROW, Z1_ROW, Z2_ROW, R1_ROW, R2_ROW = 0, 1, 2, 3, 4
 
 
 class Objective(NamedTuple):
@@ -120,7 +120,7 @@ def project_rows(A, W, held):
 
 
 @kernel()
-def _cholesky(M):
+def small_cholesky(M):
     """Lower Cholesky factor of an SPD matrix by plain loops (reference path).
 
     Loops rather than ``np.linalg.cholesky`` keep the compile time of the
@@ -144,7 +144,7 @@ def _cholesky(M):
 
 
 @kernel()
-def _cholesky_solve(L, b):
+def small_cholesky_solve(L, b):
     n = L.shape[0]
     z = np.empty(n)
     for i in range(n):
@@ -180,7 +180,7 @@ def sm_cubic_point(obj, ky, kx, Kxinv, Kyinv):
     Sp_inv, eta_x = bordered_inverse(Kxinv, kx, kxx)
     Sq_inv, eta_y = bordered_inverse(Kyinv, ky, kyy)
     M = a * Sp_inv + (1.0 - a) * Sq_inv
-    L, ok = _cholesky(M)
+    L, ok = small_cholesky(M)
     e = np.empty(n + 1)
     for i in range(n + 1):
         e[i] = Sq_inv[i, n]
@@ -191,7 +191,7 @@ def sm_cubic_point(obj, ky, kx, Kxinv, Kyinv):
         logdet_m += 2.0 * np.log(L[i, i])
     log_rho2 = -(a * (logdet_x + np.log(eta_x)) + (1.0 - a) * (logdet_y + np.log(eta_y)) + logdet_m)
     # d log rho^2 / dy = -2 (1-a) A[:N, N]^T J, A = Sq^-1 - Sq^-1 M^-1 Sq^-1
-    z = _cholesky_solve(L, e)
+    z = small_cholesky_solve(L, e)
     col = e.copy()
     for i in range(n + 1):
         t = 0.0
@@ -218,7 +218,7 @@ def _ops(source, factor, fwd, target):
 
 
 @kernel()
-def _ops2(s0, f0, d0, t0, s1, f1, d1, t1):
+def ops2(s0, f0, d0, t0, s1, f1, d1, t1):
     """The table of two independent products (:func:`_ops`)."""
     out = np.empty((2, 4), dtype=np.int64)
     out[0, 0], out[0, 1], out[0, 2], out[0, 3] = s0, f0, d0, t0
@@ -269,31 +269,31 @@ def evaluate_rows(obj, pts, idx, Yt, out, prod, cubic, held):
     else:
         _rows_parallel(_KROW, obj, pts, idx, Yt, Zt, work, out, held)
     if cubic is not None:
-        _cubic_rows(obj, pts, idx, Yt, work[_K], cubic, out)
+        _cubic_rows(obj, pts, idx, Yt, work[K_ROW], cubic, out)
         return
     W1, W2 = obj.W1, obj.W2
     if obj.method == SM:
-        tri_products(work, W1, W2, _ops2(_K, 0, 1, _Z1, _K, 1, 1, _Z2), m, prod.plan, nt)
+        tri_products(work, W1, W2, ops2(K_ROW, 0, 1, Z1_ROW, K_ROW, 1, 1, Z2_ROW), m, prod.plan, nt)
     else:  # KL, IKL: z = W_1 k
-        tri_products(work, W1, W2, _ops(_K, 0, 1, _Z1), m, prod.plan, nt)
+        tri_products(work, W1, W2, _ops(K_ROW, 0, 1, Z1_ROW), m, prod.plan, nt)
     if nt == 1:
         for r in range(m):
             _middle(obj, pts, r, idx, work, out, held)
     else:
         _rows_parallel(_MIDDLE, obj, pts, idx, Yt, Zt, work, out, held)
     if obj.method == KL:
-        tri_products(work, W1, W2, _ops(_Z1, 0, 0, _R1), m, prod.plan, nt)
+        tri_products(work, W1, W2, _ops(Z1_ROW, 0, 0, R1_ROW), m, prod.plan, nt)
     elif obj.method == SM:
-        tri_products(work, W1, W2, _ops2(_Z1, 0, 0, _R1, _Z2, 1, 0, _R2), m, prod.plan, nt)
+        tri_products(work, W1, W2, ops2(Z1_ROW, 0, 0, R1_ROW, Z2_ROW, 1, 0, R2_ROW), m, prod.plan, nt)
     else:
-        tri_products(work, W1, W2, _ops(_Z1, 1, 0, _Z2), m, prod.plan, nt)  # t = G^T z
-        tri_products(work, W1, W2, _ops(_Z2, 1, 1, _R1), m, prod.plan, nt)  # s = G t
+        tri_products(work, W1, W2, _ops(Z1_ROW, 1, 0, Z2_ROW), m, prod.plan, nt)  # t = G^T z
+        tri_products(work, W1, W2, _ops(Z2_ROW, 1, 1, R1_ROW), m, prod.plan, nt)  # s = G t
         if nt == 1:
             for r in range(m):
                 _ikl_direction(obj, pts, r, idx, work, out, held)
         else:
             _rows_parallel(_IKL, obj, pts, idx, Yt, Zt, work, out, held)
-        tri_products(work, W1, W2, _ops(_R1, 0, 0, _R2), m, prod.plan, nt)  # W_Y^T q
+        tri_products(work, W1, W2, _ops(R1_ROW, 0, 0, R2_ROW), m, prod.plan, nt)  # W_Y^T q
     if nt == 1:
         for r in range(m):
             _row_value_grad(obj, pts, r, idx, Yt, work, out, held)
@@ -332,12 +332,12 @@ def _cubic_rows(obj, pts, idx, Yt, Kbuf, cubic, out):
 
 @kernel()
 def _kernel_row(obj, r, idx, Yt, Zt, work, held):
-    """Row ``r``'s kernel row into ``work[_K, r]`` (the left-out training point's entry zeroed); the
+    """Row ``r``'s kernel row into ``work[K_ROW, r]`` (the left-out training point's entry zeroed); the
     product buffers' rows are free until the products land: scratch of the exponential."""
-    kernel_row(Yt[r], Zt, obj.gamma, work[_K, r], work[_R1, r], work[_R2, r])
+    kernel_row(Yt[r], Zt, obj.gamma, work[K_ROW, r], work[R1_ROW, r], work[R2_ROW, r])
     if held is not None:
         if held[idx[r]] >= 0:
-            work[_K, r, held[idx[r]]] = 0.0
+            work[K_ROW, r, held[idx[r]]] = 0.0
 
 
 @kernel()
@@ -351,7 +351,7 @@ def _floored(e, floor):
 def _middle(obj, pts, r, idx, work, out, held):
     """Between the forward and the backward products: leave-one-out projections, ``z_xy``, the etas."""
     p = idx[r]
-    z = work[_Z1, r]
+    z = work[Z1_ROW, r]
     h = -1
     if held is not None:
         h = held[p]
@@ -362,7 +362,7 @@ def _middle(obj, pts, r, idx, work, out, held):
     if obj.method == SM:
         a = obj.alpha
         g = pts.F[p]
-        zxy = work[_Z2, r]
+        zxy = work[Z2_ROW, r]
         for j in range(zxy.shape[0]):
             zxy[j] = (1.0 - a) * g[j] + a * zxy[j]
         if h >= 0:
@@ -378,12 +378,12 @@ def _middle(obj, pts, r, idx, work, out, held):
 def _ikl_direction(obj, pts, r, idx, work, out, held):
     """IKLTGP between ``s = G t`` and the last product: ``q = -2 g + 2 P s - 2 (log(eta_y / eta_x) + 1) z``."""
     p = idx[r]
-    s = work[_R1, r]
+    s = work[R1_ROW, r]
     if held is not None:
         if held[p] >= 0:
             project_out(s, obj.W1, held[p])
     g = pts.F[p]
-    z = work[_Z1, r]
+    z = work[Z1_ROW, r]
     c = -2.0 * (np.log(out.eta_y[r]) - np.log(pts.eta_x[p]) + 1.0)
     for j in range(s.shape[0]):
         s[j] = -2.0 * g[j] + 2.0 * s[j] + c * z[j]
@@ -392,22 +392,22 @@ def _ikl_direction(obj, pts, r, idx, work, out, held):
 @kernel()
 def _row_value_grad(obj, pts, r, idx, Yt, work, out, held):
     p = idx[r]
-    k = work[_K, r]
+    k = work[K_ROW, r]
     y = Yt[r]
     grad = out.grad[r]
     eta_y = out.eta_y[r]
     eta_x = pts.eta_x[p]
     method, Zt, gamma = obj.method, obj.Zt, obj.gamma
-    scratch = work[_Z1, r]  # free once the backward products have read it (IKL reads it first, below)
+    scratch = work[Z1_ROW, r]  # free once the backward products have read it (IKL reads it first, below)
     if method == KL:
         # [SM] Eq. 5; gradient -2 (u_x - eta_x/eta_y u_y)^T J (docs/math.md §3, Eq. 6 corrected)
         value = obj.kyy - 2.0 * dot_lanes(k, pts.F[p]) - eta_x * np.log(eta_y)
-        contract_lanes(y, Zt, k, gamma, -2.0, pts.F[p], 2.0 * eta_x / eta_y, work[_R1, r], scratch, grad)
+        contract_lanes(y, Zt, k, gamma, -2.0, pts.F[p], 2.0 * eta_x / eta_y, work[R1_ROW, r], scratch, grad)
     elif method == IKL:
         # [SM] Eq. 7/8: -2 k_x^T u_y + u_y^T K_X u_y + eta_y (log eta_y - log eta_x)
-        value = -2.0 * dot_lanes(pts.F[p], work[_Z1, r]) + dot_lanes(work[_Z2, r], work[_Z2, r]) + eta_y * (
+        value = -2.0 * dot_lanes(pts.F[p], work[Z1_ROW, r]) + dot_lanes(work[Z2_ROW, r], work[Z2_ROW, r]) + eta_y * (
             np.log(eta_y) - np.log(eta_x))
-        q = work[_R2, r]
+        q = work[R2_ROW, r]
         contract_lanes(y, Zt, k, gamma, 1.0, q, 0.0, q, scratch, grad)
     else:
         # [SM] Eq. 16/17 in log space: s = a log eta_y - log eta_xy
@@ -421,8 +421,8 @@ def _row_value_grad(obj, pts, r, idx, Yt, work, out, held):
             value = np.exp(c * s) / (beta - 1.0)
             dlds = c * value
         # ds/dy = (-2 a u_y / eta_y + 2 a u_xy / eta_xy)^T J
-        contract_lanes(y, Zt, k, gamma, dlds * (-2.0 * a / eta_y), work[_R1, r], dlds * 2.0 * a / eta_xy,
-                       work[_R2, r], scratch, grad)
+        contract_lanes(y, Zt, k, gamma, dlds * (-2.0 * a / eta_y), work[R1_ROW, r], dlds * 2.0 * a / eta_xy,
+                       work[R2_ROW, r], scratch, grad)
     out.value[r] = value
 
 

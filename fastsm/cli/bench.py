@@ -49,7 +49,7 @@ class BatchedObjective:
 
     def __init__(self, model, X, Y, method: str = "sm"):
         self.model, self.Y, self.method = model, Y, method
-        self.F, self.eta_x, _, _ = api._point_data(model, X, method)
+        self.F, self.eta_x, _, _ = api.prepare_points(model, X, method)
         self.val = np.empty(len(Y))
         self.grad = np.empty(Y.shape)
 

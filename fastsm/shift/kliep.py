@@ -324,7 +324,7 @@ def solve(problem, b, solver: str, *, max_iter: int, tol: float, ftol: float, po
     return res
 
 
-def _fit(X_train, X_test, C, sigma, solver, *, max_iter, tol, ftol, polish, threads, check=False,
+def fit_on_centers(X_train, X_test, C, sigma, solver, *, max_iter, tol, ftol, polish, threads, check=False,
          stored=None) -> ImportanceWeights:
     with thread_limits(threads):
         problem, b, keep = build_problem(X_train, X_test, C, sigma, stored=stored)

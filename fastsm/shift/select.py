@@ -21,10 +21,10 @@ from fastsm._validation import as_2d, as_float_array, as_rng, check_choice, chec
 from fastsm.shift.kliep import (
     SOLVERS,
     SigmaTooSmallError,
-    _fit,
     check_center_count,
     check_centers,
     check_pair,
+    fit_on_centers,
     median_distance,
     weights_at,
 )
@@ -206,7 +206,7 @@ def select_sigma(
         folds = _folds(X_train.shape[0], n_folds, rng)
         scores = np.empty((sigmas.size, n_folds))
         for i, s in enumerate(sigmas):
-            w = _fit(X_train, X_test, C, float(s), solver, **fit_kw).weights
+            w = fit_on_centers(X_train, X_test, C, float(s), solver, **fit_kw).weights
             for k, held in enumerate(folds):
                 fit_idx = np.setdiff1d(np.arange(X_train.shape[0]), held)
                 pred = np.asarray(reg(X_train[fit_idx], Y_train[fit_idx], w[fit_idx], X_train[held]), dtype=float)
@@ -229,7 +229,7 @@ def _lcv_centers(centers, X_test, X_fit, rng) -> np.ndarray:
 
 def _held_out_loglik(X_train, X_fit, C, sigma, solver, fit_kw, X_held) -> float:
     try:
-        iw = _fit(X_train, X_fit, C, sigma, solver, **fit_kw)
+        iw = fit_on_centers(X_train, X_fit, C, sigma, solver, **fit_kw)
     except SigmaTooSmallError:  # sigma too small for these centres: F = -inf on the fitting folds
         return -np.inf
     w = weights_at(iw, X_held, threads=fit_kw.get("threads"))

@@ -18,9 +18,9 @@ from fastsm.shift.kliep import (
     SOLVERS,
     ImportanceWeights,
     Solver,
-    _fit,
     check_centers,
     check_pair,
+    fit_on_centers,
 )
 from fastsm.shift.select import SIGMA_CV_FOLDS, select_sigma
 
@@ -103,5 +103,5 @@ def estimate_weights(
         sigma = select_sigma(X_train, X_test, centers=centers, solver=solver, threads=threads,
                              n_folds=SIGMA_CV_FOLDS, random_state=rng).sigma
     sigma = check_scalar("sigma", sigma, low=0.0, low_open=True)
-    return _fit(X_train, X_test, C, sigma, solver, max_iter=max_iter, tol=tol, ftol=ftol, polish=bool(polish),
+    return fit_on_centers(X_train, X_test, C, sigma, solver, max_iter=max_iter, tol=tol, ftol=ftol, polish=bool(polish),
                 threads=threads)

@@ -22,13 +22,13 @@ from fastsm.tgp.local import LocalTGPModel, predict_local
 from fastsm.tgp.model import Prediction, TGPModel, TGPParams, check_inputs, check_model, check_pairs
 from fastsm.tgp.prediction import (
     Method,
-    _batches,
-    _check_options,
-    _factors,
-    _log_certainty,
-    _point_data,
+    batch_ranges,
+    check_options,
     evaluate,
+    log_certainty_at,
+    model_factors,
     predict_global,
+    prepare_points,
 )
 
 
@@ -170,7 +170,7 @@ def predict(
     ``KeyboardInterrupt``.
     """
     if isinstance(model, LocalTGPModel):
-        max_iter, tol, trust_radius, batch_size = _check_options(method, optimizer, max_iter, tol, trust_radius,
+        max_iter, tol, trust_radius, batch_size = check_options(method, optimizer, max_iter, tol, trust_radius,
                                                                  batch_size)
         ftol = check_scalar("ftol", ftol, low=0.0)
         return predict_local(model, X, method=method, init=init, max_iter=max_iter, tol=tol, threads=threads,
@@ -178,7 +178,7 @@ def predict(
                              progress=progress, ftol=ftol)
     model = check_model(model)
     X = check_inputs(model, X)
-    max_iter, tol, trust_radius, batch_size = _check_options(method, optimizer, max_iter, tol, trust_radius,
+    max_iter, tol, trust_radius, batch_size = check_options(method, optimizer, max_iter, tol, trust_radius,
                                                              batch_size)
     ftol = check_scalar("ftol", ftol, low=0.0)
     return predict_global(model, X, method=method, init=init, max_iter=max_iter, tol=tol, threads=threads,
@@ -212,14 +212,14 @@ def objective(
     X, Y = check_pairs(model, X, Y)
     check_choice("method", method, METHODS)
     batch_size = check_int("batch_size", batch_size, low=1)
-    _factors(model, method)  # a model without G cannot evaluate IKLTGP
+    model_factors(model, method)  # a model without G cannot evaluate IKLTGP
     n, dy = Y.shape
     val = np.empty(n)
     grad = np.empty((n, dy))
 
     def body(run: Compute) -> None:
-        for s, e in _batches(n, batch_size):
-            F, eta_x, _, _ = _point_data(model, X[s:e], method)
+        for s, e in batch_ranges(n, batch_size):
+            F, eta_x, _, _ = prepare_points(model, X[s:e], method)
             evaluate(model, method, F, eta_x, Y[s:e], val[s:e], grad[s:e])
 
     run_interruptible(threads, body, flops=6.0 * n * model.n_train**2)
@@ -239,9 +239,9 @@ def certainty(model: TGPModel, X: ArrayLike, Y: ArrayLike, *, threads: int | Non
     out = np.empty(X.shape[0])
 
     def body(run: Compute) -> None:
-        for s, e in _batches(X.shape[0], batch_size):
-            _, eta_x, Gxy, _ = _point_data(model, X[s:e], "sm")
-            out[s:e] = _log_certainty(model, Y[s:e], eta_x, Gxy)
+        for s, e in batch_ranges(X.shape[0], batch_size):
+            _, eta_x, Gxy, _ = prepare_points(model, X[s:e], "sm")
+            out[s:e] = log_certainty_at(model, Y[s:e], eta_x, Gxy)
 
     run_interruptible(threads, body, flops=6.0 * X.shape[0] * model.n_train**2)
     return out

@@ -51,7 +51,7 @@ def check_methods(methods) -> tuple[str, ...]:
     return tuple(methods)
 
 
-def _check_spread(name: str, A: np.ndarray) -> None:
+def check_spread(name: str, A: np.ndarray) -> None:
     with np.errstate(over="ignore", invalid="ignore"):
         spread = np.sum(np.var(A, axis=0))
     if not np.isfinite(spread):
@@ -114,8 +114,8 @@ def check_training(X, Y, params: TGPParams, methods, sample_weight=None) -> tupl
                              f"weights carry no information at float64 precision), got a maximum of {w.max():.3g}")
         if not keep.all():
             X, Y, w = np.ascontiguousarray(X[keep]), np.ascontiguousarray(Y[keep]), np.ascontiguousarray(w[keep])
-    _check_spread("X", X)
-    _check_spread("Y", Y)
+    check_spread("X", X)
+    check_spread("Y", Y)
     return X, Y, check_methods(methods), w, params.resolve(X, Y, w)
 
 

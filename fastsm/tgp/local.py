@@ -63,14 +63,14 @@ from fastsm.tgp import regions as _regions
 from fastsm.tgp.fitting import MIN_PIVOT, check_training, cholesky_form, factorize, factorize_cholesky
 from fastsm.tgp.model import Prediction, TGPModel, TGPParams, check_inputs
 from fastsm.tgp.prediction import (
-    _certainty_from,
-    _floor,
-    _sm_value,
-    _warn_extrapolated,
+    certainty_from,
+    eta_floor,
     kl_start_iterations,
     predict_global,
     quiet,
+    sm_value,
     use_row_products,
+    warn_extrapolated,
 )
 
 SHARES = ("exact", "none", "cluster", "region")
@@ -420,7 +420,7 @@ class _KnnBlocks:
         w = model.sample_weight if model.sample_weight is not None else np.ones(1)
         self.local = Local(model.X, model.Y, w, weighted,
                            float(p.gamma_x), float(p.gamma_y), float(p.lambda_x), float(p.lambda_y), float(p.alpha),
-                           float(p.beta), _floor(p), MIN_PIVOT)
+                           float(p.beta), eta_floor(p), MIN_PIVOT)
         self.X, self.Y0, self.spec, self.out, self.staged = X, Y0, run, out, staged
         self.alpha, self.beta, self.method = float(p.alpha), float(p.beta), "sm" if run.method == SM else "kl"
         self.stop = np.zeros(1, dtype=np.int64)
@@ -438,11 +438,11 @@ class _KnnBlocks:
             return 0
         out = self.out
         ex = res.extrapolated
-        lc = _certainty_from(self.alpha, res.eta_x, res.eta_y, res.eta_xy)
+        lc = certainty_from(self.alpha, res.eta_x, res.eta_y, res.eta_xy)
         lc[ex] = -np.inf
         out["y"][rows], out["it"][rows], out["ev"][rows], out["f"][rows] = res.y, res.n_iter, res.n_eval, res.criterion
         out["cv"][rows], out["h"][rows], out["ex"][rows], out["lc"][rows] = res.converged & ~ex, res.hits, ex, lc
-        out["obj"][rows] = _sm_value(res.criterion, self.method, self.beta)
+        out["obj"][rows] = sm_value(res.criterion, self.method, self.beta)
         for q in np.flatnonzero(res.status != 0):
             self.staged((rows[q:q + 1], members[q]))
         return m
@@ -545,6 +545,6 @@ def predict_local(model: LocalTGPModel, X, *, method: str, init, max_iter: int, 
                 blocks.stop[0] = 1  # the blocks in flight return after their current evaluation round
             raise
     ex = out["ex"]
-    _warn_extrapolated(ex, n, local=True)
+    warn_extrapolated(ex, n, local=True)
     return Prediction(y=out["y"], log_certainty=out["lc"], n_iter=out["it"], n_eval=out["ev"], converged=out["cv"],
                       objective=out["obj"], criterion=out["f"], n_eta_floor=out["h"], extrapolated=ex, method=method)

@@ -30,14 +30,14 @@ from fastsm._validation import check_choice, check_scalar
 from fastsm.tgp.fitting import output_spread, ridge_frame
 from fastsm.tgp.model import Prediction, TGPModel, check_model
 from fastsm.tgp.prediction import (
-    _check_options,
-    _optimize,
-    _point_data,
-    _warn_extrapolated,
+    check_options,
     kl_start_iterations,
+    optimize_points,
+    prepare_points,
     require_inverse_form,
     start,
     supported_start,
+    warn_extrapolated,
 )
 
 LooMethod = Literal["sm", "kl", "ikl"]
@@ -206,7 +206,7 @@ def loo_predict(
     model = check_model(model)
     require_inverse_form(model, "loo_predict")
     check_choice("method", method, ("sm", "kl", "ikl"))
-    max_iter, tol, trust_radius, batch_size = _check_options(method, optimizer, max_iter, tol, trust_radius,
+    max_iter, tol, trust_radius, batch_size = check_options(method, optimizer, max_iter, tol, trust_radius,
                                                              batch_size)
     ftol = check_scalar("ftol", ftol, low=0.0)
     if method == "ikl" and model.G is None:
@@ -223,9 +223,9 @@ def loo_predict(
                                       max_iter=kl_start_iterations(max_iter), tol=tol,
                                       threads=threads, optimizer=optimizer, trust_radius=trust_radius,
                                       batch_size=batch_size, ftol=ftol, rows=held, certainty=False).y)
-    res = _optimize(model, method, Y0, lambda s, e: _point_data(model, Xh[s:e], method, held[s:e]), held, spread,
-                    max_iter=max_iter, tol=tol, ftol=ftol, trust_radius=trust_radius, optimizer=optimizer,
-                    batch_size=batch_size, threads=threads, certainty=certainty)
-    _warn_extrapolated(res.extrapolated, n)
+    res = optimize_points(model, method, Y0, lambda s, e: prepare_points(model, Xh[s:e], method, held[s:e]), held,
+                          spread, max_iter=max_iter, tol=tol, ftol=ftol, trust_radius=trust_radius,
+                          optimizer=optimizer, batch_size=batch_size, threads=threads, certainty=certainty)
+    warn_extrapolated(res.extrapolated, n)
     return res
 

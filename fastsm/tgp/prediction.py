@@ -1,8 +1,8 @@
 """The batched prediction machinery of global, leave-one-out and local TGP predictions.
 
-Precomputation of what depends on the test input only (``_point_data``), the
+Precomputation of what depends on the test input only (``prepare_points``), the
 starts, batching of test points, thread control and the optimiser's driver
-(``_optimize``) live here; all numerical work happens in :mod:`fastsm._kernels`.
+(``optimize_points``) live here; all numerical work happens in :mod:`fastsm._kernels`.
 Public entry points: :mod:`fastsm.tgp.api`.
 """
 
@@ -49,7 +49,7 @@ def require_inverse_form(model: TGPModel, what: str) -> None:
                          f"{model.factor_form} form (a local model's)")
 
 
-def _floor(p: TGPParams) -> float:
+def eta_floor(p: TGPParams) -> float:
     """The floor of the etas for parameters ``p`` (``config.ETA_FLOOR_REL`` relative to ``k(z, z)``)."""
     return config.ETA_FLOOR_REL * (1.0 + max(p.lambda_x, p.lambda_y))
 
@@ -91,11 +91,11 @@ def fitted(model: TGPModel) -> Fitted:
     """``model``'s arrays as the point kernels read them (:class:`~fastsm._kernels.points.Fitted`)."""
     p = model.params
     f = product_factors(model)
-    return Fitted(model.X, model.Y, model.ridge_coef, float(p.gamma_x), 1.0 + p.lambda_x, _floor(model.params), f["Wx"],
-                  f["Wy"], f["Wxy"], float(model.y_spread))
+    return Fitted(model.X, model.Y, model.ridge_coef, float(p.gamma_x), 1.0 + p.lambda_x, eta_floor(model.params),
+                  f["Wx"], f["Wy"], f["Wxy"], float(model.y_spread))
 
 
-def _point_data(model: TGPModel, Xb: np.ndarray, method: str, held: np.ndarray | None = None):
+def prepare_points(model: TGPModel, Xb: np.ndarray, method: str, held: np.ndarray | None = None):
     """Per-point data that depends on x only (docs/math.md §2; the table of :mod:`fastsm._kernels.objectives`).
 
     Returns ``F, eta_x, g_xy, extrapolated`` with ``g_xy = W_XY k_x`` (SMTGP's ``F``, and the
@@ -109,7 +109,7 @@ def _point_data(model: TGPModel, Xb: np.ndarray, method: str, held: np.ndarray |
                       None if held is None else np.ascontiguousarray(held, dtype=np.int64))
 
 
-def _factors(model: TGPModel, method: str) -> tuple[np.ndarray, np.ndarray]:
+def model_factors(model: TGPModel, method: str) -> tuple[np.ndarray, np.ndarray]:
     if method == "ikl" and model.G is None:
         raise ValueError("this model was fitted without 'ikl' in methods; refit with methods including 'ikl'")
     factors = product_factors(model)
@@ -127,12 +127,12 @@ def _cubic(model: TGPModel, method: str):
     return np.ascontiguousarray(model.Kx_inv), np.ascontiguousarray(model.Ky_inv)
 
 
-def _batches(n: int, batch_size: int):
+def batch_ranges(n: int, batch_size: int):
     for s in range(0, n, batch_size):
         yield s, min(n, s + batch_size)
 
 
-def _sm_value(criterion: np.ndarray, method: str, beta: float) -> np.ndarray:
+def sm_value(criterion: np.ndarray, method: str, beta: float) -> np.ndarray:
     """SM objective from the beta-free criterion ``R = -s / (2(1-a))`` (beta = 1 form).
 
     Quadratic form: ``exp((beta-1) R) / (beta-1)``; cubic (full divergence):
@@ -214,7 +214,7 @@ def start(init, method: str, shape: tuple[int, int], rows: str, *, linear, kl) -
     return np.ascontiguousarray(Y0, dtype=np.float64)
 
 
-def _check_options(method, optimizer, max_iter, tol, trust_radius, batch_size):
+def check_options(method, optimizer, max_iter, tol, trust_radius, batch_size):
     check_choice("method", method, METHODS)
     check_choice("optimizer", optimizer, ("bfgs", "gd"))
     max_iter = min(check_int("max_iter", max_iter, low=0), config.MAX_ITER_CAP)
@@ -242,7 +242,7 @@ def quiet() -> Iterator[None]:
         _QUIET.on = before
 
 
-def _warn_extrapolated(ex: np.ndarray, n: int, local: bool = False) -> None:
+def warn_extrapolated(ex: np.ndarray, n: int, local: bool = False) -> None:
     """One ExtrapolationWarning for the call (none inside :func:`quiet`); ``local``: a local model's."""
     if ex.any() and not getattr(_QUIET, "on", False):
         whose = "their local" if local else "the"
@@ -251,14 +251,14 @@ def _warn_extrapolated(ex: np.ndarray, n: int, local: bool = False) -> None:
              "see Prediction.extrapolated", ExtrapolationWarning)
 
 
-def _optimize(model: TGPModel, method: str, Y0: np.ndarray, point_data, held, spread: np.ndarray, *,
+def optimize_points(model: TGPModel, method: str, Y0: np.ndarray, point_data, held, spread: np.ndarray, *,
               max_iter: int, tol: float, trust_radius: float, optimizer: str, batch_size: int,
               threads: int | None, progress: Progress | None = None,
               ftol: float = config.DEFAULT_FTOL, certainty: bool = True) -> Prediction:
     """The batched minimisation shared by :func:`predict` and the leave-one-out predictions.
 
     ``point_data(s, e)`` returns ``F, eta_x, g_xy, extrapolated`` of points
-    ``s:e`` (:func:`_point_data`); ``held`` is ``None`` or the left-out training index per point;
+    ``s:e`` (:func:`prepare_points`); ``held`` is ``None`` or the left-out training index per point;
     ``spread`` the output spread of each point's model (tolerance and trust
     radius unit).  Without ``certainty`` KLTGP and IKLTGP skip the SM evaluation that forms it
     (``log_certainty`` NaN).
@@ -279,7 +279,7 @@ def _optimize(model: TGPModel, method: str, Y0: np.ndarray, point_data, held, sp
     max_step = np.ascontiguousarray(trust_radius * spread)
 
     def body(run: Compute) -> None:
-        for s, e in _batches(n, batch_size):
+        for s, e in batch_ranges(n, batch_size):
             if run.stop[0]:
                 return
             F, eta_x, Gxy, ex = point_data(s, e)
@@ -292,9 +292,9 @@ def _optimize(model: TGPModel, method: str, Y0: np.ndarray, point_data, held, sp
             out["y"][s:e], out["f"][s:e], out["it"][s:e], out["ev"][s:e] = Yb, fb, itb, evb
             out["cv"][s:e], out["h"][s:e], out["ex"][s:e] = cvb & ~ex, hits, ex
             if method == "sm":  # the last accepted evaluation already holds eta_y and eta_xy
-                out["lc"][s:e] = _certainty_from(p.alpha, eta_x, ey, exy)
+                out["lc"][s:e] = certainty_from(p.alpha, eta_x, ey, exy)
             elif certainty:
-                out["lc"][s:e] = _log_certainty(model, Yb, eta_x, Gxy, held=hb)
+                out["lc"][s:e] = log_certainty_at(model, Yb, eta_x, Gxy, held=hb)
             else:
                 out["lc"][s:e] = np.nan
             if progress is not None:
@@ -305,14 +305,14 @@ def _optimize(model: TGPModel, method: str, Y0: np.ndarray, point_data, held, sp
     ex = out["ex"]
     out["lc"][ex] = -np.inf
     return Prediction(y=out["y"], log_certainty=out["lc"], n_iter=out["it"], n_eval=out["ev"], converged=out["cv"],
-                      objective=_sm_value(out["f"], method, p.beta), criterion=out["f"], n_eta_floor=out["h"],
+                      objective=sm_value(out["f"], method, p.beta), criterion=out["f"], n_eta_floor=out["h"],
                       extrapolated=ex, method=method)
 
 
 def evaluate(model: TGPModel, method: str, F, eta_x, Yb, val, grad, *, beta: float | None = None, held=None):
     """Kernel call of one batch (also used by the benchmarks); returns ``(eta_y, eta_xy)``.
 
-    ``F``, ``eta_x``: :func:`_point_data`'s for ``method``; ``held``: left-out training index per
+    ``F``, ``eta_x``: :func:`prepare_points`'s for ``method``; ``held``: left-out training index per
     row (leave-one-out), or ``None``.
     """
     return evaluate_into(_objective(model, method, model.params.beta if beta is None else beta), F, eta_x,
@@ -324,18 +324,18 @@ def _objective(model: TGPModel, method: str, beta: float) -> obj.Objective:
     """The kernels' view of ``model`` for ``method`` (``beta = 1``: the beta-free SM transform)."""
     p = model.params
     return obj.Objective(_METHOD_CODE[method], model.Y, p.widths()[1], 1.0 + p.lambda_y, 1.0 + p.lambda_x, p.alpha,
-                         float(beta), _floor(model.params), *_factors(model, method), float(model.logdet_y),
+                         float(beta), eta_floor(model.params), *model_factors(model, method), float(model.logdet_y),
                          float(model.logdet_x), np.ascontiguousarray(model.Y.T))
 
 
-def _log_certainty(model: TGPModel, Yb: np.ndarray, eta_x, Gxy, *, held=None) -> np.ndarray:
+def log_certainty_at(model: TGPModel, Yb: np.ndarray, eta_x, Gxy, *, held=None) -> np.ndarray:
     """``(1-a) log eta_x + a log eta_y - log eta_xy`` from one SM evaluation (floored etas)."""
     m = Yb.shape[0]
     eta_y, eta_xy = evaluate(model, "sm", Gxy, eta_x, Yb, np.empty(m), np.empty(Yb.shape), beta=1.0, held=held)
-    return _certainty_from(model.params.alpha, eta_x, eta_y, eta_xy)
+    return certainty_from(model.params.alpha, eta_x, eta_y, eta_xy)
 
 
-def _certainty_from(a: float, eta_x, eta_y, eta_xy) -> np.ndarray:
+def certainty_from(a: float, eta_x, eta_y, eta_xy) -> np.ndarray:
     return (1.0 - a) * np.log(eta_x) + a * np.log(eta_y) - np.log(eta_xy)
 
 
@@ -377,7 +377,7 @@ def predict_fused(model: TGPModel, X: np.ndarray, *, method: str, init, max_iter
         run = Run(_METHOD_CODE[method], mode, max_iter, kl_start_iterations(max_iter), tol, ftol, trust_radius,
                   optimizer == "bfgs", config.DEFAULT_WINDOW, numba.get_num_threads(),
                   optimizer == "bfgs" and method == "sm" and dy <= config.SM_HESSIAN_MAX_DY, config.DEFAULT_BATCH_SIZE)
-        for s, e in _batches(n, batch_size):
+        for s, e in batch_ranges(n, batch_size):
             if handle.stop[0]:
                 return
             Yb, fb, itb, evb, cvb, hits, ey, exy, eta_x, ex = predict_rows(
@@ -385,7 +385,7 @@ def predict_fused(model: TGPModel, X: np.ndarray, *, method: str, init, max_iter
                 np.array(Y0[s:e], dtype=np.float64, order="C", copy=True), run, plan, handle.stop)
             out["y"][s:e], out["f"][s:e], out["it"][s:e], out["ev"][s:e] = Yb, fb, itb, evb
             out["cv"][s:e], out["h"][s:e], out["ex"][s:e] = cvb & ~ex, hits, ex
-            out["lc"][s:e] = _certainty_from(p.alpha, eta_x, ey, exy)
+            out["lc"][s:e] = certainty_from(p.alpha, eta_x, ey, exy)
             if bar is not None:
                 bar.step(e - s)
 
@@ -393,9 +393,9 @@ def predict_fused(model: TGPModel, X: np.ndarray, *, method: str, init, max_iter
         run_interruptible(threads, body, flops=60.0 * n * model.n_train**2 * (1 if method == "kl" else 2))
     ex = out["ex"]
     out["lc"][ex] = -np.inf
-    _warn_extrapolated(ex, n)
+    warn_extrapolated(ex, n)
     return Prediction(y=out["y"], log_certainty=out["lc"], n_iter=out["it"], n_eval=out["ev"], converged=out["cv"],
-                      objective=_sm_value(out["f"], method, p.beta), criterion=out["f"], n_eta_floor=out["h"],
+                      objective=sm_value(out["f"], method, p.beta), criterion=out["f"], n_eta_floor=out["h"],
                       extrapolated=ex, method=method)
 
 
@@ -403,7 +403,7 @@ def predict_staged(model: TGPModel, X: np.ndarray, *, method: str, init, max_ite
                    threads: int | None, optimizer: str, trust_radius: float, batch_size: int, progress,
                    ftol: float, certainty: bool = True) -> Prediction:
     """:func:`predict_global` in stages from Python (every model and method; the reference of
-    :func:`predict_fused`); ``certainty``: as :func:`_optimize`'s (off for SMTGP's KLTGP start)."""
+    :func:`predict_fused`); ``certainty``: as :func:`optimize_points`'s (off for SMTGP's KLTGP start)."""
     n, dy = X.shape[0], model.Y.shape[1]
     Y0 = start(init, method, (n, dy), "n test points × dy",
                linear=lambda: supported_start(model, X, linear_start(X, model.ridge_coef), method, threads=threads),
@@ -413,8 +413,8 @@ def predict_staged(model: TGPModel, X: np.ndarray, *, method: str, init, max_ite
                                          batch_size=batch_size, progress=False, ftol=ftol, certainty=False).y)
     spread = np.full(n, model.y_spread)
     with Progress(progress, n, "predict") as bar:
-        res = _optimize(model, method, Y0, lambda s, e: _point_data(model, X[s:e], method), None, spread,
+        res = optimize_points(model, method, Y0, lambda s, e: prepare_points(model, X[s:e], method), None, spread,
                         max_iter=max_iter, tol=tol, ftol=ftol, trust_radius=trust_radius, optimizer=optimizer,
                         batch_size=batch_size, threads=threads, progress=bar, certainty=certainty)
-    _warn_extrapolated(res.extrapolated, n)
+    warn_extrapolated(res.extrapolated, n)
     return res

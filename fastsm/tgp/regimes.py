@@ -22,7 +22,7 @@ from fastsm.tgp.loo import LooMethod, loo_predict
 from fastsm.tgp.model import TGPModel, TGPParams
 from fastsm.tgp.params import scale_factor
 from fastsm.tgp.prediction import quiet
-from fastsm.tgp.scoring import SCORINGS, _fold_errors, _summary
+from fastsm.tgp.scoring import SCORINGS, fold_errors, score_summary
 
 #: The value of ``gamma_x`` / ``lambda_x`` that asks for the choice.
 AUTO = "auto"
@@ -141,8 +141,8 @@ def choose_regime(
         models[name] = model = fit(X, Y, p, methods=(scored,), threads=threads, sample_weight=w)
         with quiet():
             pred = loo_predict(model, method=scored, max_iter=max_iter, tol=tol, threads=threads)
-        err = _fold_errors(SCORINGS["mse"], Y[kept], None if w is None else w[kept], pred)
-        scores[name] = _summary([err], loo=True)[0]
+        err = fold_errors(SCORINGS["mse"], Y[kept], None if w is None else w[kept], pred)
+        scores[name] = score_summary([err], loo=True)[0]
     finite = {k: v for k, v in scores.items() if np.isfinite(v)}
     regime = min(finite, key=lambda k: finite[k]) if finite else next(iter(candidates))
     return RegimeChoice(regime=regime, params=candidates[regime], scores=scores,

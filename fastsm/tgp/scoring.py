@@ -30,7 +30,7 @@ SCORINGS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
 }
 
 
-def _splits(n: int, cv, X, Y) -> list[tuple[np.ndarray, np.ndarray]]:
+def cv_splits(n: int, cv, X, Y) -> list[tuple[np.ndarray, np.ndarray]]:
     """Explicit folds: a scikit-learn splitter (``split``) or an iterable of ``(train, test)`` index arrays."""
     splits = list(cv.split(X, Y)) if hasattr(cv, "split") else list(cv)
     if not splits:
@@ -51,7 +51,7 @@ def _splits(n: int, cv, X, Y) -> list[tuple[np.ndarray, np.ndarray]]:
     return out
 
 
-def _folds(n: int, cv, random_state) -> list[tuple[np.ndarray, np.ndarray]]:
+def fold_indices(n: int, cv, random_state) -> list[tuple[np.ndarray, np.ndarray]]:
     k = check_int("cv", cv, low=2)
     if k > n:
         raise ValueError(f"cv must be at most the number of training points ({n}), got {k}")
@@ -59,7 +59,7 @@ def _folds(n: int, cv, random_state) -> list[tuple[np.ndarray, np.ndarray]]:
     return [(np.sort(np.setdiff1d(perm, part)), np.sort(part)) for part in np.array_split(perm, k)]
 
 
-def _fold_errors(score_fn, Yv: np.ndarray, wv, pred) -> tuple:
+def fold_errors(score_fn, Yv: np.ndarray, wv, pred) -> tuple:
     """One fold's per-point errors, weights, converged and extrapolated flags."""
     err = np.asarray(score_fn(Yv, pred.y), dtype=float).reshape(-1)
     if err.shape[0] != Yv.shape[0]:
@@ -69,7 +69,7 @@ def _fold_errors(score_fn, Yv: np.ndarray, wv, pred) -> tuple:
     return err, wv, pred.converged, pred.extrapolated
 
 
-def _summary(folds_a: list, loo: bool) -> tuple[float, float, float, float]:
+def score_summary(folds_a: list, loo: bool) -> tuple[float, float, float, float]:
     """Mean and spread of the errors over the points (leave-one-out) or the folds' means; shares."""
     if loo:
         err, wv, conv, ex = folds_a[0]

@@ -29,7 +29,7 @@ MAX_ROUNDS = 3
 SEARCHES = ("grid", "coordinate", "descent", "auto")
 
 
-def _grid(name: str, values, default, *, positive: bool, open_unit: bool = False,
+def param_grid(name: str, values, default, *, positive: bool, open_unit: bool = False,
           relative: bool = False) -> tuple:
     """A grid as a tuple; with ``relative`` its entries may be ``"scale"`` strings (:func:`scale_factor`)."""
     if values is None:
@@ -54,12 +54,12 @@ def _grid(name: str, values, default, *, positive: bool, open_unit: bool = False
     return tuple(out)
 
 
-def _absolute(name: str, value, Z: np.ndarray, const: float, w) -> float:
+def absolute(name: str, value, Z: np.ndarray, const: float, w) -> float:
     f = scale_factor(name, value)
     return float(value) if f is None else scale_gamma(Z, f * const, w)
 
 
-def _start(axis: tuple, default) -> int:
+def search_start(axis: tuple, default) -> int:
     """Where the coordinate search starts on an axis: the default value if on it, else the middle."""
     for i, v in enumerate(axis):
         if v == default or (isinstance(v, str) and isinstance(default, str) and scale_factor("", v) == 1.0):
@@ -67,7 +67,7 @@ def _start(axis: tuple, default) -> int:
     return len(axis) // 2
 
 
-def _coordinate_search(axes: list[tuple], starts: list[int], score: Callable[[tuple], float]) -> tuple:
+def coordinate_search(axes: list[tuple], starts: list[int], score: Callable[[tuple], float]) -> tuple:
     """Cyclic coordinate search: sweep each axis at the others' best values until no sweep moves.
 
     ``score(index_tuple)`` is memoised by the caller; a value moves only for
@@ -89,11 +89,11 @@ def _coordinate_search(axes: list[tuple], starts: list[int], score: Callable[[tu
     return tuple(idx)
 
 
-def _descent_search(axes: list[tuple], starts: list[int], score: Callable[[tuple], float]) -> tuple:
+def descent_search(axes: list[tuple], starts: list[int], score: Callable[[tuple], float]) -> tuple:
     """Cyclic coordinate descent by neighbour steps: on each axis, from the current value, step towards
     the better neighbour while the score strictly falls; rounds until none moves.
 
-    A local minimum along every axis (no one-step move improves), where :func:`_coordinate_search`
+    A local minimum along every axis (no one-step move improves), where :func:`coordinate_search`
     finds each axis's global minimum; it scores far fewer settings where the error is unimodal
     along the axes (the widths and regularisers of the LOO error, docs/selection.md).  ``score`` is
     memoised by the caller; the lower neighbour wins a tie, so the search is deterministic.  At most

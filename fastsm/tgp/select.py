@@ -44,18 +44,18 @@ from fastsm.tgp.loo import LooMethod, loo_linear_start, loo_predict, loo_ridge
 from fastsm.tgp.model import TGPModel, TGPParams
 from fastsm.tgp.params import SCALE_X, SCALE_Y
 from fastsm.tgp.prediction import kl_start_iterations, quiet
-from fastsm.tgp.scoring import SCORINGS, _fold_errors, _folds, _splits, _summary
+from fastsm.tgp.scoring import SCORINGS, cv_splits, fold_errors, fold_indices, score_summary
 from fastsm.tgp.search import (
     COLUMNS,
     MAX_ROUNDS,
     PAPER_ALPHAS,
     PAPER_BETAS,
     SEARCHES,
-    _absolute,
-    _coordinate_search,
-    _descent_search,
-    _grid,
-    _start,
+    absolute,
+    coordinate_search,
+    descent_search,
+    param_grid,
+    search_start,
 )
 from fastsm.tgp.update import with_alpha
 
@@ -238,28 +238,28 @@ def select(
     if search == "auto":
         search = "descent" if n > config.DESCENT_MIN_POINTS else "coordinate"
     d = TGPParams()
-    alphas = _grid("alphas", alphas, d.alpha, positive=True, open_unit=True)
-    betas = _grid("betas", betas, d.beta, positive=True)
-    axes = [_grid("gammas_x", gammas_x, d.gamma_x, positive=True, relative=True),
-            _grid("gammas_y", gammas_y, d.gamma_y, positive=True, relative=True),
-            _grid("lambdas_x", lambdas_x, d.lambda_x, positive=False),
-            _grid("lambdas_y", lambdas_y, d.lambda_y, positive=False)]
+    alphas = param_grid("alphas", alphas, d.alpha, positive=True, open_unit=True)
+    betas = param_grid("betas", betas, d.beta, positive=True)
+    axes = [param_grid("gammas_x", gammas_x, d.gamma_x, positive=True, relative=True),
+            param_grid("gammas_y", gammas_y, d.gamma_y, positive=True, relative=True),
+            param_grid("lambdas_x", lambdas_x, d.lambda_x, positive=False),
+            param_grid("lambdas_y", lambdas_y, d.lambda_y, positive=False)]
     if callable(scoring):
         score_name, score_fn = getattr(scoring, "__name__", "callable"), scoring
     else:
         score_name = check_choice("scoring", scoring, tuple(SCORINGS))
         score_fn = SCORINGS[score_name]
     w = check_sample_weight(sample_weight, n)
-    values = [tuple(_absolute("gammas_x", v, X, SCALE_X, w) for v in axes[0]),
-              tuple(_absolute("gammas_y", v, Y, SCALE_Y, w) for v in axes[1]), axes[2], axes[3]]
+    values = [tuple(absolute("gammas_x", v, X, SCALE_X, w) for v in axes[0]),
+              tuple(absolute("gammas_y", v, Y, SCALE_Y, w) for v in axes[1]), axes[2], axes[3]]
     if isinstance(cv, str):
         check_choice("cv", cv, ("loo",))
         folds = None
     elif isinstance(cv, numbers.Integral) and not isinstance(cv, bool):
-        folds = _folds(n, cv, random_state)
+        folds = fold_indices(n, cv, random_state)
     elif hasattr(cv, "split") or (not isinstance(cv, (bool, numbers.Number)) and cv is not None
                                   and hasattr(cv, "__iter__")):
-        folds = _splits(n, cv, X, Y)
+        folds = cv_splits(n, cv, X, Y)
     else:
         raise TypeError(f"cv must be 'loo', an int >= 2, a splitter with split(X, Y) or an iterable of "
                         f"(train, test) index pairs, got {cv!r}")
@@ -319,7 +319,7 @@ def select(
             n_fact += 3
             bar.step()
             if kl is not None:
-                per_alpha["kl"].append(_fold_errors(score_fn, Yv, wv, kl))
+                per_alpha["kl"].append(fold_errors(score_fn, Yv, wv, kl))
             for a in a_list:
                 model = with_alpha(model0, a) if a != model0.params.alpha else model0
                 n_fact += model is not model0
@@ -328,9 +328,9 @@ def select(
                                        **loo_opts)
                 else:
                     pred = predict(model, X[fold[1]], method=scored, init=start, **opts)
-                per_alpha[a].append(_fold_errors(score_fn, Yv, wv, pred))
+                per_alpha[a].append(fold_errors(score_fn, Yv, wv, pred))
                 bar.step()
-        return {a: _summary(folds_a, folds is None) for a, folds_a in per_alpha.items()}
+        return {a: score_summary(folds_a, folds is None) for a, folds_a in per_alpha.items()}
 
     alpha_dep = method in ("sm", "auto")
     a_list = alphas if alpha_dep else alphas[:1]
@@ -351,7 +351,7 @@ def select(
         else:
             scored = "kl" if alpha_dep else cast(LooMethod, method)
             defaults = (d.gamma_x, d.gamma_y, d.lambda_x, d.lambda_y)
-            first = [_start(ax, dv) for ax, dv in zip(axes, defaults, strict=True)]
+            first = [search_start(ax, dv) for ax, dv in zip(axes, defaults, strict=True)]
             bound = 1 + MAX_ROUNDS * sum(len(ax) - 1 for ax in axes)
             units = min(bound, int(np.prod([len(ax) for ax in axes]))) * n_folds * 2
             units += n_folds * (len(alphas) + 1) + 2 if alpha_dep else 0
@@ -366,7 +366,7 @@ def select(
                         seen[ix] = res[0]
                     return seen[ix]
 
-                walk = _descent_search if search == "descent" else _coordinate_search
+                walk = descent_search if search == "descent" else coordinate_search
                 best_ix = walk(axes, first, score)
                 if alpha_dep:
                     kern = tuple(values[k][i] for k, i in enumerate(best_ix))

@@ -26,8 +26,8 @@ from fastsm._kernels.rbf import rbf_cross, rbf_gram
 from fastsm._threads import thread_limits
 from fastsm._validation import as_2d
 from fastsm.tgp.fitting import (
-    _check_spread,
     check_sample_weight,
+    check_spread,
     informative,
     output_spread,
     remedy,
@@ -148,8 +148,8 @@ def partial_fit(model: TGPModel, X_new: ArrayLike, Y_new: ArrayLike, *, sample_w
         return model
     X = np.vstack([model.X, Xn])
     Y = np.vstack([model.Y, Yn])
-    _check_spread("X", X)
-    _check_spread("Y", Y)
+    check_spread("X", X)
+    check_spread("Y", Y)
     w = None if wn is None else np.concatenate([w_old, wn])
     p = model.params
     m = Xn.shape[0]
