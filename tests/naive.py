@@ -12,6 +12,11 @@ def rbf(A, B, gamma):
     return np.exp(-gamma * cdist(A, B, "sqeuclidean"))
 
 
+def rbf_jacobian(y, Z, k, gamma):
+    """``J[i, d] = d k(y, z_i) / d y[d] = -2 gamma (y[d] - z_i[d]) k_i`` (docs/math.md §1), explicitly."""
+    return -2.0 * gamma * (y[None, :] - Z) * k[:, None]
+
+
 def augmented(Z, z, gamma, lam):
     """K_{Z∪z} with lambda on the whole diagonal (the test point's k(z,z) = 1 + lambda)."""
     A = np.vstack([Z, z[None, :]])

@@ -46,12 +46,6 @@ def approx_wolfe_accept_min(f0, f_trial, slope0, slope_trial):
 
 
 @kernel()
-def armijo_accept_max(f0, f_trial, t, slope):
-    """Maximising variant: ``f(x + t p) >= f(x) + c1 t g^T p`` (``slope > 0``)."""
-    return np.isfinite(f_trial) and f_trial >= f0 + ARMIJO_C1 * t * slope
-
-
-@kernel()
 def backtrack(f0, f_trial, t, slope):
     """Next trial step after a rejection: safeguarded quadratic interpolation.
 

@@ -43,26 +43,6 @@ def bordered_inverse(Kinv, k, kzz):
     return out, eta
 
 
-@kernel()
-def downdate_inverse(Kinv, i):
-    """Inverse of ``K`` with row and column ``i`` removed, from ``K^-1``."""
-    n = Kinv.shape[0]
-    out = np.empty((n - 1, n - 1))
-    bii = Kinv[i, i]
-    r = 0
-    for a in range(n):
-        if a == i:
-            continue
-        c = 0
-        for b in range(n):
-            if b == i:
-                continue
-            out[r, c] = Kinv[a, b] - Kinv[a, i] * Kinv[i, b] / bii
-            c += 1
-        r += 1
-    return out
-
-
 @kernel(parallel=True)
 def sumsq_rows(Zrows, kzz, floor, eta):
     """``eta_p = kzz - ||z_p||^2`` for each row ``p`` (``z_p = W k_p``), floored; returns hits.

@@ -140,22 +140,6 @@ def rbf_cross(A, Z, gamma, out):
 
 
 @kernel()
-def rbf_jacobian(y, Z, k, gamma):
-    """``J[i, d] = d k(y, z_i) / d y[d] = -2 gamma (y[d] - z_i[d]) k_i`` (docs/math.md §1).
-
-    Explicit form, used by tests and the cubic reference objective; the
-    batched objectives never build ``J`` but contract it on the fly
-    (:func:`contract_jacobian`).
-    """
-    n, d = Z.shape
-    J = np.empty((n, d))
-    for i in range(n):
-        for c in range(d):
-            J[i, c] = -2.0 * gamma * (y[c] - Z[i, c]) * k[i]
-    return J
-
-
-@kernel()
 def contract_jacobian(y, Z, k, gamma, coefs, vecs, use_v3, grad):
     """``grad = a^T J`` with ``a = c1 v1 + c2 v2 + c3 v3`` in O(N·d).
 
