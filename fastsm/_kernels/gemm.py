@@ -303,9 +303,9 @@ def tri_products(work, M0, M1, ops, m, plan, nthreads):
     if plan.rows and nthreads == 1:
         for g in range(ops.shape[0]):
             if ops[g, 1] == 0:
-                rows_product(work[ops[g, 0]], 0, m, M0, ops[g, 2] == 1, work[ops[g, 3]], plan.solve)
+                rows_product(work[ops[g, 0]], np.int64(0), m, M0, ops[g, 2] == 1, work[ops[g, 3]], plan.solve)
             else:
-                rows_product(work[ops[g, 0]], 0, m, M1, ops[g, 2] == 1, work[ops[g, 3]], plan.solve)
+                rows_product(work[ops[g, 0]], np.int64(0), m, M1, ops[g, 2] == 1, work[ops[g, 3]], plan.solve)
     else:
         _parallel_products(work, M0, M1, ops, m, plan, nthreads)
 

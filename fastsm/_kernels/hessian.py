@@ -79,7 +79,7 @@ def hessian_rows(obj, rr, idx, Yt, out, work, hess, jprod, held):
                 project_out(jw[Z2_ROW, t], obj.W2, h)
     for q in prange(m):
         r = rr[q]
-        _assemble(q, a, gamma, Z, Yt[r], work[K_ROW, r], work[R1_ROW, r], work[R2_ROW, r], jw, out.eta_y[r],
+        _assemble(np.int64(q), a, gamma, Z, Yt[r], work[K_ROW, r], work[R1_ROW, r], work[R2_ROW, r], jw, out.eta_y[r],
                   out.eta_xy[r], out.hits[r], hess[q])
 
 

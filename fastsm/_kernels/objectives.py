@@ -267,7 +267,7 @@ def evaluate_rows(obj, pts, idx, Yt, out, prod, cubic, held):
         for r in range(m):
             _kernel_row(obj, r, idx, Yt, Zt, work, held)
     else:
-        _rows_parallel(_KROW, obj, pts, idx, Yt, Zt, work, out, held)
+        _rows_parallel(np.int64(_KROW), obj, pts, idx, Yt, Zt, work, out, held)
     if cubic is not None:
         _cubic_rows(obj, pts, idx, Yt, work[K_ROW], cubic, out)
         return
@@ -280,7 +280,7 @@ def evaluate_rows(obj, pts, idx, Yt, out, prod, cubic, held):
         for r in range(m):
             _middle(obj, pts, r, idx, work, out, held)
     else:
-        _rows_parallel(_MIDDLE, obj, pts, idx, Yt, Zt, work, out, held)
+        _rows_parallel(np.int64(_MIDDLE), obj, pts, idx, Yt, Zt, work, out, held)
     if obj.method == KL:
         tri_products(work, W1, W2, _ops(Z1_ROW, 0, 0, R1_ROW), m, prod.plan, nt)
     elif obj.method == SM:
@@ -292,13 +292,13 @@ def evaluate_rows(obj, pts, idx, Yt, out, prod, cubic, held):
             for r in range(m):
                 _ikl_direction(obj, pts, r, idx, work, out, held)
         else:
-            _rows_parallel(_IKL, obj, pts, idx, Yt, Zt, work, out, held)
+            _rows_parallel(np.int64(_IKL), obj, pts, idx, Yt, Zt, work, out, held)
         tri_products(work, W1, W2, _ops(R1_ROW, 0, 0, R2_ROW), m, prod.plan, nt)  # W_Y^T q
     if nt == 1:
         for r in range(m):
             _row_value_grad(obj, pts, r, idx, Yt, work, out, held)
     else:
-        _rows_parallel(_VALUE, obj, pts, idx, Yt, Zt, work, out, held)
+        _rows_parallel(np.int64(_VALUE), obj, pts, idx, Yt, Zt, work, out, held)
 
 
 #: Per-row steps of :func:`evaluate_rows` on threads (:func:`_rows_parallel`).
@@ -320,8 +320,11 @@ def _row_step(step, obj, pts, r, idx, Yt, Zt, work, out, held):
 
 @kernel(parallel=True)
 def _rows_parallel(step, obj, pts, idx, Yt, Zt, work, out, held):
+    """The rows of one :func:`evaluate_rows` step on threads.  ``step`` and the row index reach the
+    row functions as int64, as from the one-thread loops: one compiled version of each (a literal
+    step or prange's uint64 index compiled every row function again)."""
     for r in prange(idx.shape[0]):
-        _row_step(step, obj, pts, r, idx, Yt, Zt, work, out, held)
+        _row_step(step, obj, pts, np.int64(r), idx, Yt, Zt, work, out, held)
 
 
 @kernel(parallel=True)

@@ -58,14 +58,13 @@ def predict_rows(fit, kl, sm, Xb, Y0, run, plan, stop):
     spread = np.full(m, fit.spread)
     xtol = run.tol * spread
     max_step = run.trust_radius * spread
-    if run.method == KL or run.start == KL_START:
-        F, eta_x, Gxy, ex = point_data(fit, Xb, KL, plan, nt, None)
-    else:
-        F, eta_x, Gxy, ex = point_data(fit, Xb, SM, plan, nt, None)
+    # method codes as int64 values, not literals: one compiled point_data and supported_rows, not one a code
+    data_method = np.int64(KL) if run.method == KL or run.start == KL_START else np.int64(SM)
+    F, eta_x, Gxy, ex = point_data(fit, Xb, data_method, plan, nt, None)
     if run.start == KL_START or (run.start == LINEAR and run.method == KL):
-        supported_rows(fit, kl, Xb, Y0, KL, plan, nt, None, spread, run.batch)
+        supported_rows(fit, kl, Xb, Y0, np.int64(KL), plan, nt, None, spread, run.batch)
     elif run.start == LINEAR:
-        supported_rows(fit, sm, Xb, Y0, SM, plan, nt, None, spread, run.batch)
+        supported_rows(fit, sm, Xb, Y0, np.int64(SM), plan, nt, None, spread, run.batch)
     if run.start == KL_START:
         opts = Options(run.start_iter, xtol, run.ftol, max_step, run.use_bfgs, run.window, nt, False)
         Y0 = minimize_batch(kl, Points(F, eta_x), Y0, opts, stop, None, None, plan)[0]

@@ -87,12 +87,21 @@ def product_factors(model: TGPModel) -> dict[str, np.ndarray]:
     return found
 
 
+def read_only(a: np.ndarray) -> np.ndarray:
+    """A read-only view of ``a``.  The kernels' model arrays are always read-only: Numba compiles a
+    kernel once per array type, and a writable array (a local model's) is another type."""
+    v = a.view()
+    v.flags.writeable = False
+    return v
+
+
 def fitted(model: TGPModel) -> Fitted:
-    """``model``'s arrays as the point kernels read them (:class:`~fastsm._kernels.points.Fitted`)."""
+    """``model``'s arrays as the point kernels read them (:class:`~fastsm._kernels.points.Fitted`), read-only."""
     p = model.params
     f = product_factors(model)
-    return Fitted(model.X, model.Y, model.ridge_coef, float(p.gamma_x), 1.0 + p.lambda_x, eta_floor(model.params),
-                  f["Wx"], f["Wy"], f["Wxy"], float(model.y_spread))
+    return Fitted(read_only(model.X), read_only(model.Y), read_only(model.ridge_coef), float(p.gamma_x),
+                  1.0 + p.lambda_x, eta_floor(model.params), read_only(f["Wx"]), read_only(f["Wy"]),
+                  read_only(f["Wxy"]), float(model.y_spread))
 
 
 def prepare_points(model: TGPModel, Xb: np.ndarray, method: str, held: np.ndarray | None = None):
@@ -323,9 +332,10 @@ def evaluate(model: TGPModel, method: str, F, eta_x, Yb, val, grad, *, beta: flo
 def _objective(model: TGPModel, method: str, beta: float) -> obj.Objective:
     """The kernels' view of ``model`` for ``method`` (``beta = 1``: the beta-free SM transform)."""
     p = model.params
-    return obj.Objective(_METHOD_CODE[method], model.Y, p.widths()[1], 1.0 + p.lambda_y, 1.0 + p.lambda_x, p.alpha,
-                         float(beta), eta_floor(model.params), *model_factors(model, method), float(model.logdet_y),
-                         float(model.logdet_x), np.ascontiguousarray(model.Y.T))
+    W1, W2 = model_factors(model, method)
+    return obj.Objective(_METHOD_CODE[method], read_only(model.Y), p.widths()[1], 1.0 + p.lambda_y, 1.0 + p.lambda_x,
+                         p.alpha, float(beta), eta_floor(model.params), read_only(W1), read_only(W2),
+                         float(model.logdet_y), float(model.logdet_x), read_only(np.ascontiguousarray(model.Y.T)))
 
 
 def log_certainty_at(model: TGPModel, Yb: np.ndarray, eta_x, Gxy, *, held=None) -> np.ndarray:
