@@ -30,6 +30,13 @@ def rng():
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def run_python(code: str, timeout: float = 240, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run ``code`` (dedented) in a fresh interpreter with the repository on ``PYTHONPATH``; output captured."""
+    env = dict(os.environ if env is None else env, PYTHONPATH=ROOT)
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
 def interrupt_when_ready(code: str, *, timeout: float):
     """Run ``code`` in a subprocess; once it prints ``ready`` (and 1 s later), send SIGINT.
 

@@ -1,9 +1,5 @@
 """Regression tests for the reliability issue (#19), by item number (item 1 and the KLIEP fuzz: test_kliep_polish)."""
 
-import os
-import subprocess
-import sys
-import textwrap
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 
@@ -11,16 +7,7 @@ import numpy as np
 import pytest
 
 from fastsm import datasets, shift, tgp
-from tests.conftest import interrupt_when_ready
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _run(code: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=ROOT)
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                          timeout=timeout, env=env)
-
+from tests.conftest import interrupt_when_ready, run_python
 
 # 2. fork() in one thread while another thread runs fastsm
 
@@ -64,7 +51,7 @@ def test_fork_while_another_thread_predicts_never_hangs(how):
     sys.stdout.flush()
     os._exit(0)
     """
-    out = _run(code, timeout=240)
+    out = run_python(code, timeout=240)
     last = [ln for ln in out.stdout.splitlines() if ln.startswith(("ok", "hung"))]
     assert out.returncode == 0 and last, out.stderr[-2000:]
     status, forks, done, bad = last[-1].split()

@@ -1,9 +1,5 @@
 """Regression tests for the second reliability issue (#30), by item number."""
 
-import os
-import subprocess
-import sys
-import textwrap
 import warnings
 
 import numpy as np
@@ -12,15 +8,7 @@ import pytest
 from fastsm import ExtrapolationWarning, config, datasets, tgp
 from fastsm.tgp import regions
 from fastsm.tgp.local import LocalTGPModel
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _run(code: str, timeout: float = 240) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=ROOT)
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                          timeout=timeout, env=env)
-
+from tests.conftest import run_python
 
 # 1. fork() while another thread predicts with a share="region" model
 
@@ -80,7 +68,7 @@ def test_fork_beside_a_region_model_prediction_never_hangs():
     sys.stdout.flush()
     os._exit(0)
     """
-    out = _run(code, timeout=1800)
+    out = run_python(code, timeout=1800)
     last = [ln for ln in out.stdout.splitlines() if ln.startswith("result")]
     assert out.returncode == 0 and last, out.stderr[-2000:]
     _, forks, hung, bad, done = last[-1].split()

@@ -1,22 +1,11 @@
-"""fastsm._threads: helper threads, worker pools and Ctrl-C (each test in a process of its own)."""
+"""fastsm._threads: helper threads, worker pools and their stop flag on Ctrl-C."""
 
-import os
-import subprocess
-import sys
-import textwrap
 import time
 
 import pytest
 
 from fastsm._threads import run_interruptible, worker_pool
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _run(code: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=ROOT)
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                          timeout=timeout, env=env)
+from tests.conftest import run_python
 
 
 def test_ended_callers_and_worker_pools_leave_no_threads_behind():
@@ -53,15 +42,13 @@ def test_ended_callers_and_worker_pools_leave_no_threads_behind():
     settle()
     print("region", helpers(), threading.active_count(), vm() - before)
     """
-    out = _run(code)
+    out = run_python(code)
     assert out.returncode == 0, out.stderr[-3000:]
     for line in out.stdout.splitlines():
         name, helpers, threads, grown = line.split()
         # the main thread's own helper at most; before: 101 after the callers, 501 after the loop
         assert int(helpers) <= 1 and int(threads) <= 2, line
         assert int(grown) < 256, line  # MB of address space; before: ~1.6 GB after the callers
-
-
 
 
 def test_an_exception_in_a_worker_pool_stops_its_calls_and_cancels_its_queue():
