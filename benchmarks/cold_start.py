@@ -52,10 +52,15 @@ for name, sec in sorted(ours.items(), key=lambda kv: -kv[1])[:12]:
 """
 
 
-def main() -> int:
+def run_cold(child: str) -> int:
+    """Run ``child`` in a fresh interpreter with an empty ``NUMBA_CACHE_DIR``; its exit status."""
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, NUMBA_CACHE_DIR=cache)
-        return subprocess.run([sys.executable, "-c", CHILD], env=env).returncode
+        return subprocess.run([sys.executable, "-c", child], env=env).returncode
+
+
+def main() -> int:
+    return run_cold(CHILD)
 
 
 if __name__ == "__main__":

@@ -11,9 +11,7 @@ files, the kernels compiled in more than one version, with the argument types th
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
-import tempfile
 
 CHILD = r"""
 import difflib, glob, os, pickle, time
@@ -66,9 +64,10 @@ for path in sorted(glob.glob(os.path.join(os.environ["NUMBA_CACHE_DIR"], "**", "
 
 
 def main() -> int:
-    with tempfile.TemporaryDirectory() as cache:
-        env = dict(os.environ, NUMBA_CACHE_DIR=cache)
-        return subprocess.run([sys.executable, "-c", CHILD], env=env).returncode
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from cold_start import run_cold
+
+    return run_cold(CHILD)
 
 
 if __name__ == "__main__":
