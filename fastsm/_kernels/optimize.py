@@ -1,17 +1,11 @@
 """Batched quasi-Newton / gradient descent over many test points at once.
 
-All points that need an objective evaluation (first evaluation or a
-line-search trial) are evaluated together by
-:func:`~fastsm._kernels.objectives.evaluate_rows` (two GEMMs); the per-point
-bookkeeping (direction, Armijo test, BFGS update of a ``dy×dy`` inverse
-Hessian) is O(dy^2) per point and runs serially: it is negligible beside
-the O(N^2) evaluations, and a serial driver compiles in a third of the time
-of a parallel one (the cold start).  Points leave the active set when they
-converge.
-
-Every step is capped at a trust radius ``max_step`` (Euclidean norm): far
-from the training outputs the objectives go flat, and an unbounded
-quasi-Newton step can jump onto that plateau, out of the basin of its start.
+All points that need an objective evaluation (first evaluation or a line-search trial) are
+evaluated together by :func:`~fastsm._kernels.objectives.evaluate_rows`; the per-point bookkeeping
+(direction, line-search tests, BFGS update of a ``dy×dy`` inverse Hessian) is O(dy^2) per point
+and serial: negligible beside the O(N^2) evaluations, and a serial driver compiles in a third of
+the time of a parallel one.  Every step is capped at a trust radius ``max_step``: far from the
+training outputs the objectives go flat, and an unbounded step can jump onto that plateau.
 """
 
 from __future__ import annotations
@@ -92,7 +86,9 @@ def minimize_batch(obj, pts, Y0, opts, stop, cubic, held, plan):
     move none by more than ``xtol[p]`` (so no evaluation is spent on it), when
     a full step that passed Armijo's test lowered the objective by at most
     ``ftol * |f|`` or the next quasi-Newton step predicts a decrease of at most
-    that (``ftol`` is off by default), or when its gradient is zero.
+    that (``ftol`` is off by default), when its gradient is zero, or when a line search found no
+    decrease down to a step of ``0.1 xtol[p]`` and the slope at its last trial is not negative
+    (:func:`_backtrack`; a negative one leaves the point *stalled*, unconverged).
 
     ``stop`` is a one-element int64 array polled before every evaluation
     round: a non-zero value (set by another thread, e.g. on Ctrl-C) ends the
@@ -166,7 +162,7 @@ def minimize_batch(obj, pts, Y0, opts, stop, cubic, held, plan):
                 it.eta_y[p] = ey[r]
                 it.eta_xy[p] = exy[r]
                 moved = True
-            elif _backtrack(p, r, it, ft, opts):
+            elif _backtrack(p, r, it, ft, _dot(Gt[r], it.P[p]), opts):
                 continue
             if moved and wants_hessian(p, it, opts):
                 hrow[nh] = r  # row r still holds the evaluation at the point's new position
@@ -221,8 +217,17 @@ def _first(p, r, it, ft, Gt, ey, exy):
 
 
 @kernel(inline=True)
-def _backtrack(p, r, it, ft, opts):
-    """Point ``p``'s trial ``r`` was refused: the next, shorter trial (True), or the end of its search."""
+def _backtrack(p, r, it, ft, slope_trial, opts):
+    """Point ``p``'s trial ``r`` was refused: the next, shorter trial (True), or the end of its search.
+
+    A search that finds no decrease down to a step of ``0.1 xtol`` ends the point's run (after one
+    retry along steepest descent where the quasi-Newton direction may be stale).  It has converged
+    only if the gradient agrees: the directional derivative ``slope_trial`` at that last, shortest
+    trial is not negative, so the minimum along the direction lies within the step.  Where it is
+    still negative the values are rounding noise larger than the decrease left (ill-conditioned
+    kernel matrices, docs/accuracy.md), the point may be far from the minimum, and it stops
+    unconverged.
+    """
     it.n_ls[p] += 1
     step = 0.0
     for c in range(it.P.shape[1]):
@@ -238,7 +243,7 @@ def _backtrack(p, r, it, ft, opts):
             it.h_scaled[p] = False  # steepest descent below
         else:
             it.active[p] = False
-            it.converged[p] = True
+            it.converged[p] = slope_trial >= 0.0
     else:
         it.t[p] = backtrack(it.f[p], ft[r], it.t[p], it.slope[p])
         for c in range(it.P.shape[1]):

@@ -112,7 +112,7 @@ class TGPModel:
         return self
 
     def __getstate__(self) -> dict:
-        # how the products run and their factors' storage (prediction.product_factors) belong to the caller
+        # how the products run and their factors' storage (views.product_factors) belong to the caller
         state = dict(self.__dict__)
         state.pop("_product_factors", None)
         state.pop("_row_products", None)
@@ -181,8 +181,14 @@ class Prediction:
         ``dy <= config.SM_HESSIAN_MAX_DY``) counts as the ``ceil(dy / 2)`` evaluations its
         products cost.
     converged : ndarray
-        Whether the step tolerance was met within ``max_iter``.  Never true
-        for extrapolated points or where a step or value became non-finite.
+        Whether the point is a minimum to the step tolerance, found within ``max_iter``: its last
+        full step, or the quasi-Newton step it would take next, moves no coordinate by more than
+        ``tol`` times the output spread, or its gradient is zero, or a line search that found no
+        decrease down to a step of ``0.1 tol`` ended where the directional derivative is no longer
+        negative (the minimum along the direction lies within that step).  False for a point that
+        stopped at ``max_iter``, a *stalled* one (no decrease found while the gradient still points
+        down: values noisier than the decrease left, at very small ``lambda``), extrapolated points
+        and where a step or value became non-finite (docs/accuracy.md).
     objective : ndarray
         The method's objective at ``y`` (what :func:`fastsm.tgp.objective`
         returns).  For SMTGP with a large ``|beta - 1| * criterion`` this
