@@ -1,5 +1,5 @@
 """Per-point KNN models (``share="none"``) at large N: milliseconds a point, and the KD-tree queries
-in random and in tree order (:func:`fastsm.tgp.local.tree_order`).
+in random and in tree order (:func:`fastsm.tgp.neighbours.tree_order`).
 
 #32's data set (a smooth 4-D manifold seen through ``dx = 12`` inputs and ``dy = 10`` outputs),
 SMTGP, ``K = 200``, the widths of ``tests``' manifold runs.  JIT compilation is excluded (a small
@@ -17,7 +17,7 @@ import time
 import numpy as np
 
 from fastsm import datasets, tgp
-from fastsm.tgp import local
+from fastsm.tgp import neighbours
 from fastsm.tgp.regions import nearest
 
 PARAMS = tgp.TGPParams(gamma_x=0.5, gamma_y=4.0, lambda_x=1e-3, lambda_y=1e-3)
@@ -43,7 +43,7 @@ def main(argv=None) -> None:
     best = {"random": np.inf, "tree order": np.inf, "1-NN (the order)": np.inf}
     for _ in range(3):
         t0 = time.perf_counter()
-        order = local.tree_order(model, Xt, workers)
+        order = neighbours.tree_order(model, Xt, workers)
         best["1-NN (the order)"] = min(best["1-NN (the order)"], time.perf_counter() - t0)
         for name, Q in (("random", Xt), ("tree order", Xt[order])):
             t0 = time.perf_counter()

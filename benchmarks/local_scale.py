@@ -14,7 +14,7 @@ import time
 import numpy as np
 
 from fastsm import datasets, tgp
-from fastsm.tgp.local import neighbour_groups
+from fastsm.tgp.neighbours import neighbour_groups
 
 PARAMS = tgp.TGPParams(gamma_x=0.1, gamma_y=0.1, lambda_x=1e-2, lambda_y=1e-2, alpha=0.6, beta=1.5)
 

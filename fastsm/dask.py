@@ -7,7 +7,7 @@ worker's threads.  Results are bitwise identical to an in-process prediction
 of the whole ``X``, for any block size: rows do not depend on their
 batch-mates or on the thread count.  The one model whose rows do depend on
 other test points, a local model with ``share="cluster"`` (its clusters are
-formed per chunk of :func:`fastsm.tgp.local.chunk_rows` test points), gets
+formed per chunk of :func:`fastsm.tgp.neighbours.chunk_rows` test points), gets
 blocks cut at those chunks' boundaries.  A local model with
 ``share="region"`` gets its test points grouped by region model (sorted by
 model, blocks cut between models), so each region model is factorised on one
@@ -35,8 +35,9 @@ except ImportError as exc:  # pragma: no cover - optional dependency
 from fastsm import gmm, tgp
 from fastsm._progress import Progress
 from fastsm._validation import as_2d, check_int
-from fastsm.tgp.local import LocalTGPModel, chunk_rows
+from fastsm.tgp.local_model import LocalTGPModel
 from fastsm.tgp.model import Prediction, TGPModel
+from fastsm.tgp.neighbours import chunk_rows
 from fastsm.tgp.prediction import quiet, warn_extrapolated
 
 __all__ = ["predict", "gmm_pairwise"]
@@ -113,7 +114,7 @@ def predict(model, X, *, client=None, block_size: int | None = None, progress=Fa
         Rows per task for a NumPy ``X``; default ``ceil(n / (4 × workers))``,
         at least 64.  For a ``share="cluster"`` local model, rounded up (a
         Dask array's row chunks: to the nearest) to a multiple of
-        :func:`~fastsm.tgp.local.chunk_rows`.
+        :func:`~fastsm.tgp.neighbours.chunk_rows`.
     progress : bool or callable
         Report finished rows (``True``: tqdm or a line on stderr; a callable
         gets ``(done, total)``).  Off by default.

@@ -11,8 +11,8 @@ from fastsm._lapack import potrf_trtri
 from fastsm._threads import thread_limits
 from fastsm.tgp import regions
 from fastsm.tgp.fitting import factorize_cholesky, weighted_gram
-from fastsm.tgp.local import local_model
-from fastsm.tgp.prediction import products_plan
+from fastsm.tgp.local_model import local_model
+from fastsm.tgp.views import products_plan
 
 PARAMS = tgp.TGPParams(gamma_x=0.5, gamma_y=2.0, lambda_x=1e-3, lambda_y=1e-2, alpha=0.6, beta=1.5)
 

@@ -16,8 +16,8 @@ from fastsm import config, datasets, tgp
 from fastsm._kernels.gemm import TilePlan, padded_rows
 from fastsm._products import ROW_PLAN, ROW_SOLVE_PLAN, Probe, choose, tile_plan, tri
 from fastsm._threads import thread_limits
-from fastsm.tgp.local import local_model
-from fastsm.tgp.prediction import products_plan, use_row_products
+from fastsm.tgp.local_model import local_model
+from fastsm.tgp.views import products_plan, use_row_products
 
 pytestmark = pytest.mark.determinism
 

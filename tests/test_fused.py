@@ -12,7 +12,7 @@ from fastsm import config, datasets, tgp
 from fastsm._threads import thread_limits
 from fastsm.exceptions import ExtrapolationWarning
 from fastsm.tgp import prediction as P
-from fastsm.tgp.local import local_model
+from fastsm.tgp.local_model import local_model
 
 PARAMS = tgp.TGPParams(gamma_x=0.5, gamma_y=2.0, lambda_x=1e-3, lambda_y=1e-2, alpha=0.6, beta=1.5)
 OPTS = dict(max_iter=config.DEFAULT_MAX_ITER, tol=config.DEFAULT_TOL, threads=1, trust_radius=0.25, batch_size=7,

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from fastsm import datasets, tgp
-from fastsm.tgp.local import _METHODS, local_model
-from fastsm.tgp.prediction import use_row_products
+from fastsm.tgp.local_model import LOCAL_METHODS, local_model
+from fastsm.tgp.views import use_row_products
 
 PARAMS = tgp.TGPParams(gamma_x=0.5, gamma_y=2.0, lambda_x=1e-2, lambda_y=1e-2, alpha=0.6, beta=1.5)
 
@@ -30,7 +30,7 @@ def test_k_equal_n_is_the_global_model(data, method):
     np.testing.assert_allclose(loc.log_certainty, g.log_certainty, rtol=1e-9)
     # the global model built and multiplying as the local one (for KLTGP and SMTGP in Cholesky form,
     # its products substitutions): bitwise the same
-    same = tgp.predict(local_model(glob.X, glob.Y, glob.params, _METHODS[method]), Xt, method=method)
+    same = tgp.predict(local_model(glob.X, glob.Y, glob.params, LOCAL_METHODS[method]), Xt, method=method)
     for name in ("y", "objective", "log_certainty", "n_eval"):
         np.testing.assert_array_equal(getattr(loc, name), getattr(same, name), err_msg=name)
 
@@ -57,13 +57,13 @@ def test_exact_sharing_changes_nothing_and_threads_change_nothing(data):
     a = tgp.predict(tgp.fit_local(X, Y, PARAMS, n_neighbors=30, share="none"), Xq, threads=1)
     b = tgp.predict(tgp.fit_local(X, Y, PARAMS, n_neighbors=30, share="exact"), Xq, threads=2)
     np.testing.assert_array_equal(a.y, b.y)
-    from fastsm.tgp.local import neighbour_groups
+    from fastsm.tgp.neighbours import neighbour_groups
 
     assert len(neighbour_groups(tgp.fit_local(X, Y, PARAMS, n_neighbors=30), Xq)) <= len(Xt)
 
 
 def test_cluster_sharing_contains_each_points_neighbours(data):
-    from fastsm.tgp.local import neighbour_groups
+    from fastsm.tgp.neighbours import neighbour_groups
 
     X, Xt, Y, Yt = data
     m = tgp.fit_local(X, Y, PARAMS, n_neighbors=30, share="cluster", group_size=8)
@@ -113,7 +113,7 @@ def test_row_products_and_their_factor_storage_stay_in_the_process(data):
     upper triangle ``W^T``."""
     import pickle
 
-    from fastsm.tgp.prediction import product_factors, products_plan
+    from fastsm.tgp.views import product_factors, products_plan
 
     X, Xt, Y, _ = data
     model = tgp.fit(X[:40], Y[:40], PARAMS)

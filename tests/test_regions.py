@@ -13,7 +13,7 @@ from scipy.spatial import cKDTree
 
 from fastsm import datasets, tgp
 from fastsm.tgp import regions
-from fastsm.tgp.local import local_model
+from fastsm.tgp.local_model import local_model
 
 PARAMS = tgp.TGPParams(gamma_x=0.5, gamma_y=4.0, lambda_x=1e-3, lambda_y=1e-3)
 

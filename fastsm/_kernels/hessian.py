@@ -22,6 +22,7 @@ import numpy as np
 from numba import prange
 
 from fastsm._kernels.gemm import tri_products
+from fastsm._kernels.linalg import small_cholesky, small_cholesky_solve
 from fastsm._kernels.objectives import (
     K_ROW,
     R1_ROW,
@@ -30,8 +31,6 @@ from fastsm._kernels.objectives import (
     Z2_ROW,
     ops2,
     project_out,
-    small_cholesky,
-    small_cholesky_solve,
 )
 from fastsm.config import kernel
 

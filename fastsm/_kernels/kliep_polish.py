@@ -16,7 +16,7 @@ from fastsm._kernels.kliep_problem import (
     gradient,
     log_sum,
 )
-from fastsm._kernels.objectives import small_cholesky, small_cholesky_solve
+from fastsm._kernels.linalg import small_cholesky, small_cholesky_solve
 from fastsm.config import kernel
 
 

@@ -32,10 +32,10 @@ from typing import NamedTuple
 import numpy as np
 from numba import prange
 
+from fastsm._kernels.cubic import cubic_rows
 from fastsm._kernels.gemm import tri_products
 from fastsm._kernels.kliep_problem import dot_lanes
-from fastsm._kernels.rank_one import bordered_inverse
-from fastsm._kernels.rbf import contract_jacobian, contract_lanes, kernel_row
+from fastsm._kernels.rbf import contract_lanes, kernel_row
 from fastsm.config import kernel
 
 KL = 0
@@ -120,88 +120,6 @@ def project_rows(A, W, held):
 
 
 @kernel()
-def small_cholesky(M):
-    """Lower Cholesky factor of an SPD matrix by plain loops (reference path).
-
-    Loops rather than ``np.linalg.cholesky`` keep the compile time of the
-    O(N^3) reference objective below a second.  Returns ``(L, ok)``.
-    """
-    n = M.shape[0]
-    L = np.zeros((n, n))
-    for j in range(n):
-        s = M[j, j]
-        for k in range(j):
-            s -= L[j, k] * L[j, k]
-        if not s > 0.0:
-            return L, False
-        L[j, j] = np.sqrt(s)
-        for i in range(j + 1, n):
-            t = M[i, j]
-            for k in range(j):
-                t -= L[i, k] * L[j, k]
-            L[i, j] = t / L[j, j]
-    return L, True
-
-
-@kernel()
-def small_cholesky_solve(L, b):
-    n = L.shape[0]
-    z = np.empty(n)
-    for i in range(n):
-        t = b[i]
-        for k in range(i):
-            t -= L[i, k] * z[k]
-        z[i] = t / L[i, i]
-    for i in range(n - 1, -1, -1):
-        t = z[i]
-        for k in range(i + 1, n):
-            t -= L[k, i] * z[k]
-        z[i] = t / L[i, i]
-    return z
-
-
-@kernel()
-def sm_cubic_point(obj, ky, kx, Kxinv, Kyinv):
-    """SM divergence ``D(p_X : p_Y)`` by the Nielsen–Nock form, O(N^3).
-
-    ``[SM] Eq. 9`` with the inverse restored (docs/math.md §3)::
-
-        rho = (|Sp|^a |Sq|^(1-a) |a Sp^-1 + (1-a) Sq^-1|)^(-1/2)
-
-    with ``Sp = K_{X∪x}``, ``Sq = K_{Y∪y}``.  Returns the full divergence
-    ``(log rho^2, A[:, N], eta_y)`` with ``A = Sq^-1 - Sq^-1 M^-1 Sq^-1``, from
-    which the caller forms the value (constants kept) and gradient.  Reference only: the
-    quadratic form (Eq. 16) has the same argmin at O(N^2) per evaluation.
-    ``log rho^2`` is NaN if ``M`` is not numerically positive definite.
-    """
-    logdet_y, logdet_x, kyy, kxx = obj.logdet_y, obj.logdet_x, obj.kyy, obj.kxx
-    a = obj.alpha
-    n = Kyinv.shape[0]
-    Sp_inv, eta_x = bordered_inverse(Kxinv, kx, kxx)
-    Sq_inv, eta_y = bordered_inverse(Kyinv, ky, kyy)
-    M = a * Sp_inv + (1.0 - a) * Sq_inv
-    L, ok = small_cholesky(M)
-    e = np.empty(n + 1)
-    for i in range(n + 1):
-        e[i] = Sq_inv[i, n]
-    if not ok:
-        return np.nan, e, eta_y
-    logdet_m = 0.0
-    for i in range(n + 1):
-        logdet_m += 2.0 * np.log(L[i, i])
-    log_rho2 = -(a * (logdet_x + np.log(eta_x)) + (1.0 - a) * (logdet_y + np.log(eta_y)) + logdet_m)
-    # d log rho^2 / dy = -2 (1-a) A[:N, N]^T J, A = Sq^-1 - Sq^-1 M^-1 Sq^-1
-    z = small_cholesky_solve(L, e)
-    col = e.copy()
-    for i in range(n + 1):
-        t = 0.0
-        for j in range(n + 1):
-            t += Sq_inv[i, j] * z[j]
-        col[i] -= t
-    return log_rho2, col, eta_y
-
-
-@kernel()
 def workspace(m, n, top):
     """Scratch for :func:`evaluate_rows` of up to ``m`` rows (plus padding below ``top``, the plan's
     largest tile): kernel rows and four product buffers."""
@@ -269,7 +187,7 @@ def evaluate_rows(obj, pts, idx, Yt, out, prod, cubic, held):
     else:
         _rows_parallel(np.int64(_KROW), obj, pts, idx, Yt, Zt, work, out, held)
     if cubic is not None:
-        _cubic_rows(obj, pts, idx, Yt, work[K_ROW], cubic, out)
+        cubic_rows(obj, pts, idx, Yt, work[K_ROW], cubic, out)
         return
     W1, W2 = obj.W1, obj.W2
     if obj.method == SM:
@@ -325,12 +243,6 @@ def _rows_parallel(step, obj, pts, idx, Yt, Zt, work, out, held):
     step or prange's uint64 index compiled every row function again)."""
     for r in prange(idx.shape[0]):
         _row_step(step, obj, pts, np.int64(r), idx, Yt, Zt, work, out, held)
-
-
-@kernel(parallel=True)
-def _cubic_rows(obj, pts, idx, Yt, Kbuf, cubic, out):
-    for r in prange(idx.shape[0]):
-        _cubic_row(obj, pts, r, idx, Yt, Kbuf, cubic, out)
 
 
 @kernel()
@@ -428,27 +340,3 @@ def _row_value_grad(obj, pts, r, idx, Yt, work, out, held):
                        work[R2_ROW, r], scratch, grad)
     out.value[r] = value
 
-
-@kernel()
-def _cubic_row(obj, pts, r, idx, Yt, Kbuf, cubic, out):
-    v, ey = _cubic_value_grad(obj, Yt[r], Kbuf[r], pts.F[idx[r]], cubic, out.grad[r])
-    out.value[r] = v
-    out.eta_y[r] = ey
-    out.eta_xy[r] = np.nan
-    out.hits[r] = 0
-
-
-@kernel()
-def _cubic_value_grad(obj, y, ky, kx, cubic, grad):
-    log_rho2, col, eta_y = sm_cubic_point(obj, ky, kx, cubic[0], cubic[1])
-    a, beta, Z, gamma = obj.alpha, obj.beta, obj.Z, obj.gamma
-    if beta == 1.0:
-        value = -log_rho2 / (2.0 * (1.0 - a))
-        dl = -1.0 / (2.0 * (1.0 - a))
-    else:
-        c = (1.0 - beta) / (2.0 * (1.0 - a))
-        value = np.expm1(c * log_rho2) / (beta - 1.0)
-        dl = c * np.exp(c * log_rho2) / (beta - 1.0)
-    coef = dl * (-2.0 * (1.0 - a))
-    contract_jacobian(y, Z, ky, gamma, (coef, 0.0, 0.0), (col, col, col), False, grad)
-    return value, eta_y

@@ -30,7 +30,7 @@ from fastsm.config import EXTRAPOLATION_K, kernel
 
 
 class Fitted(NamedTuple):
-    """A fitted model's arrays as the point kernels read them (:func:`fastsm.tgp.prediction.fitted`)."""
+    """A fitted model's arrays as the point kernels read them (:func:`fastsm.tgp.views.fitted`)."""
 
     X: np.ndarray  # training inputs, N × dx
     Y: np.ndarray  # training outputs, N × dy

@@ -26,10 +26,10 @@ from fastsm.tgp.prediction import (
     check_options,
     evaluate,
     log_certainty_at,
-    model_factors,
     predict_global,
     prepare_points,
 )
+from fastsm.tgp.views import model_factors
 
 
 def fit(

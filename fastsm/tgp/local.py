@@ -40,15 +40,11 @@ the in-process prediction.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
-from dataclasses import InitVar, dataclass, field
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.cluster.vq import kmeans2
-from scipy.spatial import cKDTree
 
 from fastsm import config
 from fastsm._kernels.knn import Local, knn_rows, outcome
@@ -60,207 +56,19 @@ from fastsm._progress import Progress
 from fastsm._threads import resolve_threads, stop_requested, thread_limits, worker_pool
 from fastsm._validation import as_2d, check_choice, check_int
 from fastsm.tgp import regions as _regions
-from fastsm.tgp.fitting import MIN_PIVOT, check_training, cholesky_form, factorize, factorize_cholesky
-from fastsm.tgp.model import Prediction, TGPModel, TGPParams, check_inputs
+from fastsm.tgp.fitting import MIN_PIVOT, check_training, cholesky_form
+from fastsm.tgp.local_model import LOCAL_METHODS, SHARES, LocalTGPModel, fit_members, shared_model
+from fastsm.tgp.model import Prediction, TGPParams, check_inputs
+from fastsm.tgp.neighbours import chunk_rows, neighbour_groups, tree_order
 from fastsm.tgp.prediction import (
     certainty_from,
-    eta_floor,
     kl_start_iterations,
     predict_global,
     quiet,
     sm_value,
-    use_row_products,
     warn_extrapolated,
 )
-
-SHARES = ("exact", "none", "cluster", "region")
-
-
-@dataclass(frozen=True, eq=False, repr=False)
-class LocalTGPModel:
-    """Training data and a KD-tree for KNN-local prediction (:func:`fit_local`).
-
-    Attributes
-    ----------
-    X, Y : ndarray
-        Training inputs and outputs (read-only copies).
-    params : TGPParams
-    n_neighbors : int
-        ``K``, the training points of each local model.
-    sample_weight : ndarray or None
-    share : {"exact", "none", "cluster", "region"}
-    group_size : int
-        Test points per cluster for ``share="cluster"``.
-    region_size : int
-        Training points per region for ``share="region"`` (0 otherwise).
-    cache_bytes : int
-        Bound on the bytes of factorised region models kept (``share="region"``).
-        Default :func:`fastsm.tgp.regions.default_cache_bytes` (from the machine's memory).
-    tree : scipy.spatial.cKDTree
-        Over ``X``.
-    centers : ndarray (n_regions, dx) or None
-        The regions' centroids (``share="region"``).
-    members : ndarray (n_regions, K) or None
-        Sorted training indices of each region's model.
-    model_of : ndarray (n_regions,) or None
-        The model of each region: regions with equal ``members`` share one
-        (``share="region"``).
-    first_region : ndarray (n_models,) or None
-        The first region of each model (models are numbered in that order).
-    """
-
-    X: np.ndarray
-    Y: np.ndarray
-    params: TGPParams
-    n_neighbors: int
-    sample_weight: np.ndarray | None
-    share: str
-    group_size: int
-    region_size: int = 0
-    cache_bytes: int | None = None
-    tree: cKDTree = field(init=False)
-    centers: np.ndarray | None = field(init=False, default=None)
-    members: np.ndarray | None = field(init=False, default=None)
-    model_of: np.ndarray | None = field(init=False, default=None)
-    first_region: np.ndarray | None = field(init=False, default=None)
-    center_tree: cKDTree | None = field(init=False, default=None)
-    cache: _regions.ModelCache = field(init=False)
-    threads: InitVar[int | None] = None  # the regions' neighbour queries (not kept)
-
-    def __post_init__(self, threads: int | None) -> None:
-        for name in ("X", "Y", "sample_weight"):
-            a = getattr(self, name)
-            if a is not None:
-                a = np.array(a, dtype=np.float64, order="C", copy=True)
-                a.setflags(write=False)
-                object.__setattr__(self, name, a)
-        if not isinstance(self.params, TGPParams):
-            raise TypeError(f"params must be a TGPParams, got {type(self.params).__name__}")
-        if not self.params.resolved:  # fit_local resolves them; a model built directly does it here
-            object.__setattr__(self, "params", self.params.resolve(self.X, self.Y, self.sample_weight))
-        check_choice("share", self.share, SHARES)
-        if self.share == "region":
-            object.__setattr__(self, "region_size", check_int("region_size", self.region_size, low=1))
-        budget = _regions.default_cache_bytes() if self.cache_bytes is None else self.cache_bytes
-        object.__setattr__(self, "cache_bytes", budget)
-        # sliding-midpoint splits: at N = 10^6, dx = 12 built in 0.60 s instead of 0.71 and K = 200
-        # queries ~10 % faster than on the median-split tree (the same neighbour sets; docs/scale.md)
-        object.__setattr__(self, "tree", cKDTree(self.X, balanced_tree=False))
-        object.__setattr__(self, "cache", _regions.ModelCache(budget))
-        if self.share == "region":
-            centers = _regions.partition(self.X, self.region_size)
-            members = np.sort(_regions.nearest(self.tree, centers, self.X, self.n_neighbors,
-                                               resolve_threads(threads)), axis=1)
-            model_of, first = _regions.shared_models(members)
-            for name, a in (("centers", centers), ("members", members), ("model_of", model_of),
-                            ("first_region", first)):
-                a.setflags(write=False)
-                object.__setattr__(self, name, a)
-            object.__setattr__(self, "center_tree", cKDTree(centers))
-
-    def __getstate__(self) -> dict:
-        state = dict(self.__dict__)
-        del state["cache"]  # factorised models stay in their process (and a lock cannot travel)
-        return state
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        object.__setattr__(self, "cache", _regions.ModelCache(int(self.cache_bytes or 0)))
-
-    @property
-    def n_train(self) -> int:
-        return self.X.shape[0]
-
-    @property
-    def n_regions(self) -> int:
-        """Regions (``share="region"``; 0 otherwise)."""
-        return 0 if self.centers is None else self.centers.shape[0]
-
-    @property
-    def n_models(self) -> int:
-        """Distinct region models (regions with equal members share one; ``share="region"``, 0 otherwise)."""
-        return 0 if self.first_region is None else self.first_region.size
-
-    @property
-    def n_factorized(self) -> int:
-        """Region models factorised by this model object so far (``share="region"``)."""
-        return self.cache.n_factorized
-
-    def regions_of(self, X: ArrayLike) -> np.ndarray:
-        """The region of each row of ``X`` (its nearest centroid), ``(n,)`` int64."""
-        if self.share != "region":
-            raise ValueError(f"regions_of needs a model fitted with share='region', not {self.share!r}")
-        X = check_inputs(self, X)
-        assert self.center_tree is not None and self.centers is not None  # set by share='region'
-        return _regions.nearest(self.center_tree, X, self.centers, 1)[:, 0].astype(np.int64)
-
-    def factorize_regions(self, method: str = "sm", regions: ArrayLike | None = None, *,
-                          threads: int | None = None) -> int:
-        """Factorise the models of ``regions`` (default: all) for ``method`` now; returns how many were built.
-
-        The models are cached as by a prediction (within ``cache_bytes``);
-        with ``eager=True`` :func:`fit_local` calls this for every region.
-        """
-        if self.share != "region":
-            raise ValueError(f"factorize_regions needs a model fitted with share='region', not {self.share!r}")
-        check_choice("method", method, ("kl", "ikl", "sm"))
-        if regions is None:
-            todo = np.arange(self.n_regions)
-        else:
-            r = np.asarray(regions)
-            if r.dtype.kind not in "iu":
-                raise TypeError(f"regions must be integer region indices, got {r.dtype} values")
-            if r.size and (r.min() < 0 or r.max() >= self.n_regions):
-                raise ValueError(f"regions must lie in [0, {self.n_regions}), got {r.min()}..{r.max()}")
-            todo = np.unique(r.astype(np.int64).reshape(-1))
-        assert self.model_of is not None  # share='region'
-        keys = np.unique(self.model_of[todo])
-        before = self.cache.n_factorized
-        with worker_pool(resolve_threads(threads), "fastsm-local") as pool:
-            list(pool.map(lambda m: _shared_model(self, int(m), _METHODS[method]), keys))
-        return self.cache.n_factorized - before
-
-    def __repr__(self) -> str:
-        extra = f", n_regions={self.n_regions}" if self.share == "region" else ""
-        return (f"LocalTGPModel(n_train={self.n_train}, n_neighbors={self.n_neighbors}, share={self.share!r}"
-                f"{extra}, params={self.params!r})")
-
-
-_METHODS = {"sm": ("kl", "sm"), "kl": ("kl",), "ikl": ("ikl",)}
-
-
-def local_model(X: np.ndarray, Y: np.ndarray, params: TGPParams, methods: tuple[str, ...], *,
-                sample_weight: np.ndarray | None = None, rows: bool = True) -> TGPModel:
-    """The twin GP a local prediction builds for its training points ``X``, ``Y`` (checked, float64
-    C-contiguous; ``params`` resolved), single-threaded (groups run side by side).
-
-    With ``rows`` (one or a few points per model: ``share`` other than ``"cluster"``) a model of
-    at most ``config.ROW_PRODUCTS_MAX_N`` points multiplies by row loops, and for KLTGP and SMTGP
-    it is kept in Cholesky form (:func:`fastsm.tgp.fitting.factorize_cholesky`: no inverse
-    formed, substitutions instead of products).
-    """
-    if rows and cholesky_form(X.shape[0], methods):
-        parts = factorize_cholesky(X, Y, params, sample_weight)
-    else:
-        parts = factorize(X, Y, params, methods, threads=1, sample_weight=sample_weight)
-    model = TGPModel._from_parts(X, Y, params, methods, parts, sample_weight, copy=False)
-    if rows:
-        use_row_products(model)
-    return model
-
-
-def _fit_members(model: LocalTGPModel, members: np.ndarray, methods: tuple[str, ...]) -> TGPModel:
-    """The twin GP of the training points ``members`` (:func:`local_model`)."""
-    w = None if model.sample_weight is None else model.sample_weight[members]
-    return local_model(model.X[members], model.Y[members], model.params, methods, sample_weight=w,
-                       rows=model.share != "cluster")
-
-
-def _shared_model(model: LocalTGPModel, key: int, methods: tuple[str, ...]) -> TGPModel:
-    """Region model ``key`` (an index into ``model.first_region``), from the cache or built now."""
-    members, first = model.members, model.first_region
-    assert members is not None and first is not None  # share='region'
-    return model.cache.get(key, methods, lambda wanted: _fit_members(model, members[first[key]], wanted))
+from fastsm.tgp.views import eta_floor, use_row_products
 
 
 def fit_local(X: ArrayLike, Y: ArrayLike, params: TGPParams | None = None, *, n_neighbors: int = 800,
@@ -335,80 +143,6 @@ def fit_local(X: ArrayLike, Y: ArrayLike, params: TGPParams | None = None, *, n_
     return model
 
 
-def chunk_rows(model: LocalTGPModel) -> int:
-    """Test points whose groups are formed together (module docstring)."""
-    rows = max(1, config.LOCAL_CHUNK_ENTRIES // model.n_neighbors)
-    return max(rows, model.group_size) if model.share == "cluster" else rows
-
-
-def _neighbours(model: LocalTGPModel, X: np.ndarray, workers: int = 1) -> np.ndarray:
-    """Sorted indices of the ``K`` nearest training inputs of each row of ``X``, ``(n, K)``.
-
-    Inputs whose squared distances overflow get the neighbours of their
-    projection onto the training inputs' bounding box
-    (:func:`fastsm.tgp.regions.nearest`) and are predicted as extrapolated.
-    """
-    return np.sort(_regions.nearest(model.tree, X, model.X, model.n_neighbors, workers), axis=1)
-
-
-def tree_order(model: LocalTGPModel, X: np.ndarray, workers: int = 1) -> np.ndarray:
-    """The rows of ``X`` ordered by where their nearest training input sits in the KD-tree's leaves.
-
-    Consecutive rows are then near each other: their ``K``-neighbour queries walk the same branches
-    and their members are the same training rows, found in cache (N = 10^6, dx = 12, K = 200, two
-    threads: 0.140 ms a query in random order, 0.069 in this one plus 0.009 for the 1-NN query,
-    docs/scale.md).  A row's neighbours and prediction do not depend on the order.
-    """
-    pos = np.empty(model.n_train, dtype=np.int64)
-    pos[model.tree.indices] = np.arange(model.n_train)
-    return np.argsort(pos[_regions.nearest(model.tree, X, model.X, 1, workers)[:, 0]], kind="stable")
-
-
-def neighbour_groups(model: LocalTGPModel, X: np.ndarray, seed: int = 0,
-                     workers: int = 1) -> list[tuple[np.ndarray, Any]]:
-    """``[(test rows, sorted training indices), ...]``: the local models a prediction of ``X`` needs.
-
-    With ``share='region'`` the second entry is the region model (an int,
-    :attr:`LocalTGPModel.model_of`).  ``X`` is one chunk (:func:`chunk_rows`):
-    the ``(n, K)`` neighbour indices are held at once.  The KD-tree queries run on ``workers``
-    threads (each row's neighbours are its own).
-    """
-    k = model.n_neighbors
-    if model.share == "region":  # [(test rows, region model)], models in increasing order
-        assert model.center_tree is not None and model.centers is not None and model.model_of is not None
-        labels = model.model_of[_regions.nearest(model.center_tree, X, model.centers, 1, workers)[:, 0]]
-        order = np.argsort(labels, kind="stable")
-        bounds = np.flatnonzero(np.diff(labels[order])) + 1
-        return [(rows, int(labels[rows[0]])) for rows in np.split(order, bounds) if rows.size]
-    if k == model.n_train:
-        return [(np.arange(X.shape[0]), np.arange(k))]
-    idx = _neighbours(model, X, workers)
-    if model.share == "none":
-        return [(np.array([i]), idx[i]) for i in range(X.shape[0])]
-    if model.share == "exact":
-        uniq, inverse = np.unique(idx, axis=0, return_inverse=True)
-        inverse = inverse.reshape(-1)
-        order = np.argsort(inverse, kind="stable")
-        bounds = np.flatnonzero(np.diff(inverse[order])) + 1
-        return [(rows, uniq[inverse[rows[0]]]) for rows in np.split(order, bounds)]
-    n_groups = max(1, math.ceil(X.shape[0] / model.group_size))
-    if n_groups > 1:  # never more clusters than distinct rows (k-means++ then divides by 0 and empties clusters)
-        n_groups = min(n_groups, np.unique(X, axis=0).shape[0])
-    if n_groups == 1:
-        labels = np.zeros(X.shape[0], dtype=int)
-    else:
-        big = np.abs(X).max()
-        # squared distances of inputs beyond ~1e150 overflow inside k-means (NaN seeding probabilities, and
-        # SciPy then indexes out of bounds): scale by a power of two, exact, and only where needed
-        Z = X * 2.0 ** -np.ceil(np.log2(big)) if big > 1e150 else X
-        _, labels = kmeans2(Z, n_groups, minit="++", seed=seed)
-    groups = []
-    for g in np.unique(labels):
-        rows = np.flatnonzero(labels == g)
-        groups.append((rows, np.unique(idx[rows])))
-    return groups
-
-
 class _KnnBlocks:
     """Per-point KNN models (``share="none"``) predicted many points per GIL-free call
     (:func:`fastsm._kernels.knn.knn_rows`), bitwise the per-point path's predictions; a point that
@@ -448,11 +182,11 @@ class _KnnBlocks:
         return m
 
 
-def _knn_blocks(model: LocalTGPModel, X: np.ndarray, Y0, method: str, init, out: dict, staged, *, max_iter: int,
+def knn_blocks(model: LocalTGPModel, X: np.ndarray, Y0, method: str, init, out: dict, staged, *, max_iter: int,
                 tol: float, optimizer: str, trust_radius: float, ftol: float) -> _KnnBlocks | None:
     """:class:`_KnnBlocks` where a prediction's per-point models are in Cholesky form
     (``share="none"``, KLTGP or SMTGP, ``K < n_train``), else ``None``."""
-    methods = _METHODS[method]
+    methods = LOCAL_METHODS[method]
     if model.share != "none" or method not in ("kl", "sm") or model.n_neighbors >= model.n_train \
             or not cholesky_form(model.n_neighbors, methods):
         return None
@@ -483,7 +217,7 @@ def predict_local(model: LocalTGPModel, X, *, method: str, init, max_iter: int, 
     out = {"y": np.empty((n, dy)), "lc": np.empty(n), "it": np.empty(n, dtype=np.int64),
            "ev": np.empty(n, dtype=np.int64), "cv": np.empty(n, dtype=bool), "f": np.empty(n),
            "obj": np.empty(n), "h": np.empty(n, dtype=np.int64), "ex": np.empty(n, dtype=bool)}
-    methods = _METHODS[method]
+    methods = LOCAL_METHODS[method]
 
     def run(group):
         with thread_limits(1):  # one thread per group; the calls inside find their limits set
@@ -494,9 +228,9 @@ def predict_local(model: LocalTGPModel, X, *, method: str, init, max_iter: int, 
         if stop_requested():  # Ctrl-C: the groups in flight end at their next stage
             return 0
         if model.share == "region":  # members: the region
-            sub = _shared_model(model, members, methods)
+            sub = shared_model(model, members, methods)
         else:
-            sub = _fit_members(model, members, methods)
+            sub = fit_members(model, members, methods)
         if stop_requested():
             return 0
         if model.share != "cluster":  # a region model from the cache: the flag is not packed
@@ -512,7 +246,7 @@ def predict_local(model: LocalTGPModel, X, *, method: str, init, max_iter: int, 
 
     rows = n if model.share == "region" else chunk_rows(model)  # regions: O(n) labels, no (n, K) indices
     workers = resolve_threads(threads)
-    blocks = _knn_blocks(model, X, Y0, method, init, out, _run, max_iter=max_iter, tol=tol, optimizer=optimizer,
+    blocks = knn_blocks(model, X, Y0, method, init, out, _run, max_iter=max_iter, tol=tol, optimizer=optimizer,
                          trust_radius=trust_radius, ftol=ftol)
     order = tree_order(model, X, workers) if blocks is not None else None
     with Progress(progress, n, "local predict") as bar, \

@@ -34,11 +34,11 @@ from fastsm.tgp.prediction import (
     kl_start_iterations,
     optimize_points,
     prepare_points,
-    require_inverse_form,
     start,
     supported_start,
     warn_extrapolated,
 )
+from fastsm.tgp.views import require_inverse_form
 
 LooMethod = Literal["sm", "kl", "ikl"]
 

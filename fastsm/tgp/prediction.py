@@ -11,97 +11,32 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import numba
 import numpy as np
 
 from fastsm import config
 from fastsm._kernels import objectives as obj
-from fastsm._kernels.gemm import TilePlan
 from fastsm._kernels.optimize import Options, minimize_batch
-from fastsm._kernels.points import Fitted, evaluate_into, linear_rows, point_data, supported_rows
+from fastsm._kernels.points import evaluate_into, linear_rows, point_data, supported_rows
 from fastsm._kernels.predict import GIVEN, KL_START, LINEAR, Run, predict_rows
-from fastsm._products import ROW_PLAN, ROW_SOLVE_PLAN, product_factor, tile_plan
 from fastsm._progress import Progress
 from fastsm._threads import Compute, run_interruptible, thread_limits
 from fastsm._validation import as_2d, check_choice, check_int, check_scalar
 from fastsm._warn import warn
 from fastsm.exceptions import ExtrapolationWarning
 from fastsm.tgp.fitting import METHODS
-from fastsm.tgp.model import Prediction, TGPModel, TGPParams
-
-if TYPE_CHECKING:
-    pass
+from fastsm.tgp.model import Prediction, TGPModel
+from fastsm.tgp.views import (
+    METHOD_CODE,
+    cubic_factors,
+    fitted,
+    objective_view,
+    products_plan,
+)
 
 Method = Literal["sm", "kl", "ikl", "sm_cubic"]
-
-
-_METHOD_CODE = {"kl": obj.KL, "ikl": obj.IKL, "sm": obj.SM, "sm_cubic": obj.SM_CUBIC}
-
-
-
-
-def require_inverse_form(model: TGPModel, what: str) -> None:
-    """``what`` (leave-one-out, updates) works on the inverse factors of models from :func:`fastsm.tgp.fit`."""
-    if model.factor_form != "inverse":
-        raise ValueError(f"{what} needs a model from fastsm.tgp.fit (inverse factors); this model is in "
-                         f"{model.factor_form} form (a local model's)")
-
-
-def eta_floor(p: TGPParams) -> float:
-    """The floor of the etas for parameters ``p`` (``config.ETA_FLOOR_REL`` relative to ``k(z, z)``)."""
-    return config.ETA_FLOOR_REL * (1.0 + max(p.lambda_x, p.lambda_y))
-
-
-def use_row_products(model: TGPModel) -> None:
-    """Have ``model``'s products run by row loops (:mod:`fastsm._kernels.tri_rows`) if it has at most
-    ``config.ROW_PRODUCTS_MAX_N`` training points: for models that predict one or a few points at a
-    time (KNN-local and region models), where a row loop is 2.0-3.4x faster than a one-row DTRMM call
-    (``config.ROW_PRODUCTS_MAX_N``)."""
-    if model.n_train <= config.ROW_PRODUCTS_MAX_N:
-        object.__setattr__(model, "_row_products", True)
-
-
-def products_plan(model: TGPModel) -> TilePlan:
-    """How ``model``'s products run: substitutions by row loops (a model in Cholesky form), row
-    loops (:func:`use_row_products`) or DTRMM tiles of the checked menu for its ``N`` (batches of
-    many points, BLAS-3)."""
-    if model.factor_form == "cholesky":
-        return ROW_SOLVE_PLAN
-    return ROW_PLAN if model.__dict__.get("_row_products", False) else tile_plan(model.n_train)
-
-
-def product_factors(model: TGPModel) -> dict[str, np.ndarray]:
-    """``model``'s triangular factors as its products read them (:func:`fastsm._products.product_factor`):
-    for row loops in symmetric storage (a model in Cholesky form holds them so; others form them
-    once per model), else the factors themselves."""
-    names = [name for name in ("Wx", "Wy", "Wxy", "G") if getattr(model, name) is not None]
-    plan = products_plan(model)
-    if not plan.rows or plan.solve:
-        return {name: getattr(model, name) for name in names}
-    found = model.__dict__.get("_product_factors")
-    if found is None:
-        found = {name: product_factor(getattr(model, name), plan) for name in names}
-        object.__setattr__(model, "_product_factors", found)
-    return found
-
-
-def read_only(a: np.ndarray) -> np.ndarray:
-    """A read-only view of ``a``.  The kernels' model arrays are always read-only: Numba compiles a
-    kernel once per array type, and a writable array (a local model's) is another type."""
-    v = a.view()
-    v.flags.writeable = False
-    return v
-
-
-def fitted(model: TGPModel) -> Fitted:
-    """``model``'s arrays as the point kernels read them (:class:`~fastsm._kernels.points.Fitted`), read-only."""
-    p = model.params
-    f = product_factors(model)
-    return Fitted(read_only(model.X), read_only(model.Y), read_only(model.ridge_coef), float(p.gamma_x),
-                  1.0 + p.lambda_x, eta_floor(model.params), read_only(f["Wx"]), read_only(f["Wy"]),
-                  read_only(f["Wxy"]), float(model.y_spread))
 
 
 def prepare_points(model: TGPModel, Xb: np.ndarray, method: str, held: np.ndarray | None = None):
@@ -113,27 +48,9 @@ def prepare_points(model: TGPModel, Xb: np.ndarray, method: str, held: np.ndarra
     is zeroed and every forward product projected onto the ``N-1``-point model
     (:func:`~fastsm._kernels.objectives.project_out`).
     """
-    return point_data(fitted(model), np.ascontiguousarray(Xb, dtype=np.float64), _METHOD_CODE[method],
+    return point_data(fitted(model), np.ascontiguousarray(Xb, dtype=np.float64), METHOD_CODE[method],
                       products_plan(model), numba.get_num_threads(),
                       None if held is None else np.ascontiguousarray(held, dtype=np.int64))
-
-
-def model_factors(model: TGPModel, method: str) -> tuple[np.ndarray, np.ndarray]:
-    if method == "ikl" and model.G is None:
-        raise ValueError("this model was fitted without 'ikl' in methods; refit with methods including 'ikl'")
-    factors = product_factors(model)
-    if method == "ikl":
-        return factors["Wy"], factors["G"]
-    if method == "sm":
-        return factors["Wy"], factors["Wxy"]
-    return factors["Wy"], factors["Wy"]
-
-
-def _cubic(model: TGPModel, method: str):
-    """``(K_X^-1, K_Y^-1)`` for the O(N^3) reference form, else ``None``."""
-    if method != "sm_cubic":
-        return None
-    return np.ascontiguousarray(model.Kx_inv), np.ascontiguousarray(model.Ky_inv)
 
 
 def batch_ranges(n: int, batch_size: int):
@@ -182,8 +99,8 @@ def supported_start(model: TGPModel, X: np.ndarray, Y0: np.ndarray, method: str,
     unit = np.full(n, model.y_spread) if spread is None else np.ascontiguousarray(spread, dtype=np.float64)
     beta = 1.0 if method == "sm" else model.params.beta
     with thread_limits(threads):
-        supported_rows(fitted(model), _objective(model, method, beta), np.ascontiguousarray(X, dtype=np.float64), Y0,
-                       _METHOD_CODE[method], products_plan(model), numba.get_num_threads(),
+        supported_rows(fitted(model), objective_view(model, method, beta), np.ascontiguousarray(X, dtype=np.float64),
+                       Y0, METHOD_CODE[method], products_plan(model), numba.get_num_threads(),
                        None if held is None else np.ascontiguousarray(held, dtype=np.int64), unit,
                        config.DEFAULT_BATCH_SIZE)
     return Y0
@@ -281,8 +198,8 @@ def optimize_points(model: TGPModel, method: str, Y0: np.ndarray, point_data, he
         "ev": np.empty(n, dtype=np.int64), "cv": np.empty(n, dtype=bool), "h": np.empty(n, dtype=np.int64),
         "lc": np.empty(n), "ex": np.empty(n, dtype=bool),
     }
-    objective = _objective(model, method, beta)
-    cubic = _cubic(model, method)
+    objective = objective_view(model, method, beta)
+    cubic = cubic_factors(model, method)
     hessian = optimizer == "bfgs" and method == "sm" and dy <= config.SM_HESSIAN_MAX_DY
     xtol = np.ascontiguousarray(tol * spread)
     max_step = np.ascontiguousarray(trust_radius * spread)
@@ -324,18 +241,10 @@ def evaluate(model: TGPModel, method: str, F, eta_x, Yb, val, grad, *, beta: flo
     ``F``, ``eta_x``: :func:`prepare_points`'s for ``method``; ``held``: left-out training index per
     row (leave-one-out), or ``None``.
     """
-    return evaluate_into(_objective(model, method, model.params.beta if beta is None else beta), F, eta_x,
+    hb = None if held is None else np.ascontiguousarray(held, dtype=np.int64)
+    return evaluate_into(objective_view(model, method, model.params.beta if beta is None else beta), F, eta_x,
                          np.ascontiguousarray(Yb), val, grad, products_plan(model), numba.get_num_threads(),
-                         _cubic(model, method), None if held is None else np.ascontiguousarray(held, dtype=np.int64))
-
-
-def _objective(model: TGPModel, method: str, beta: float) -> obj.Objective:
-    """The kernels' view of ``model`` for ``method`` (``beta = 1``: the beta-free SM transform)."""
-    p = model.params
-    W1, W2 = model_factors(model, method)
-    return obj.Objective(_METHOD_CODE[method], read_only(model.Y), p.widths()[1], 1.0 + p.lambda_y, 1.0 + p.lambda_x,
-                         p.alpha, float(beta), eta_floor(model.params), read_only(W1), read_only(W2),
-                         float(model.logdet_y), float(model.logdet_x), read_only(np.ascontiguousarray(model.Y.T)))
+                         cubic_factors(model, method), hb)
 
 
 def log_certainty_at(model: TGPModel, Yb: np.ndarray, eta_x, Gxy, *, held=None) -> np.ndarray:
@@ -375,7 +284,7 @@ def predict_fused(model: TGPModel, X: np.ndarray, *, method: str, init, max_iter
                kl=lambda: start("linear", method, (n, dy), "", linear=linear, kl=None))
     chosen = ("kl" if method == "sm" else "linear") if init is None else init
     mode = GIVEN if not isinstance(chosen, str) else LINEAR if chosen == "linear" else KL_START
-    kl, sm = _objective(model, "kl", p.beta), _objective(model, "sm", 1.0)
+    kl, sm = objective_view(model, "kl", p.beta), objective_view(model, "sm", 1.0)
     fit, plan = fitted(model), products_plan(model)
     out = {
         "y": np.empty((n, dy)), "f": np.empty(n), "it": np.empty(n, dtype=np.int64),
@@ -384,7 +293,7 @@ def predict_fused(model: TGPModel, X: np.ndarray, *, method: str, init, max_iter
     }
 
     def body(handle: Compute) -> None:
-        run = Run(_METHOD_CODE[method], mode, max_iter, kl_start_iterations(max_iter), tol, ftol, trust_radius,
+        run = Run(METHOD_CODE[method], mode, max_iter, kl_start_iterations(max_iter), tol, ftol, trust_radius,
                   optimizer == "bfgs", config.DEFAULT_WINDOW, numba.get_num_threads(),
                   optimizer == "bfgs" and method == "sm" and dy <= config.SM_HESSIAN_MAX_DY, config.DEFAULT_BATCH_SIZE)
         for s, e in batch_ranges(n, batch_size):

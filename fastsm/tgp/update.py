@@ -36,7 +36,7 @@ from fastsm.tgp.fitting import (
     weighted_gram,
 )
 from fastsm.tgp.model import TGPModel, check_model
-from fastsm.tgp.prediction import require_inverse_form
+from fastsm.tgp.views import require_inverse_form
 
 #: Schur-complement pivots below this fraction of the new point's own kernel value count as duplicates.
 SCHUR_FLOOR = 1e-12

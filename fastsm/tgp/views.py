@@ -1,0 +1,107 @@
+"""The kernels' views of a fitted :class:`~fastsm.tgp.model.TGPModel`: its arrays as NamedTuples
+(:class:`~fastsm._kernels.points.Fitted`, :class:`~fastsm._kernels.objectives.Objective`), its
+factors as the products read them, and how those products run (row loops, substitutions or DTRMM
+tiles).  The model itself holds data only; what a prediction derives from it is formed here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fastsm import config
+from fastsm._kernels import objectives as obj
+from fastsm._kernels.gemm import TilePlan
+from fastsm._kernels.points import Fitted
+from fastsm._products import ROW_PLAN, ROW_SOLVE_PLAN, product_factor, tile_plan
+from fastsm.tgp.model import TGPModel, TGPParams
+
+METHOD_CODE = {"kl": obj.KL, "ikl": obj.IKL, "sm": obj.SM, "sm_cubic": obj.SM_CUBIC}
+
+
+def require_inverse_form(model: TGPModel, what: str) -> None:
+    """``what`` (leave-one-out, updates) works on the inverse factors of models from :func:`fastsm.tgp.fit`."""
+    if model.factor_form != "inverse":
+        raise ValueError(f"{what} needs a model from fastsm.tgp.fit (inverse factors); this model is in "
+                         f"{model.factor_form} form (a local model's)")
+
+
+def eta_floor(p: TGPParams) -> float:
+    """The floor of the etas for parameters ``p`` (``config.ETA_FLOOR_REL`` relative to ``k(z, z)``)."""
+    return config.ETA_FLOOR_REL * (1.0 + max(p.lambda_x, p.lambda_y))
+
+
+def use_row_products(model: TGPModel) -> None:
+    """Have ``model``'s products run by row loops (:mod:`fastsm._kernels.tri_rows`) if it has at most
+    ``config.ROW_PRODUCTS_MAX_N`` training points: for models that predict one or a few points at a
+    time (KNN-local and region models), where a row loop is 2.0-3.4x faster than a one-row DTRMM call
+    (``config.ROW_PRODUCTS_MAX_N``)."""
+    if model.n_train <= config.ROW_PRODUCTS_MAX_N:
+        object.__setattr__(model, "_row_products", True)
+
+
+def products_plan(model: TGPModel) -> TilePlan:
+    """How ``model``'s products run: substitutions by row loops (a model in Cholesky form), row
+    loops (:func:`use_row_products`) or DTRMM tiles of the checked menu for its ``N`` (batches of
+    many points, BLAS-3)."""
+    if model.factor_form == "cholesky":
+        return ROW_SOLVE_PLAN
+    return ROW_PLAN if model.__dict__.get("_row_products", False) else tile_plan(model.n_train)
+
+
+def product_factors(model: TGPModel) -> dict[str, np.ndarray]:
+    """``model``'s triangular factors as its products read them (:func:`fastsm._products.product_factor`):
+    for row loops in symmetric storage (a model in Cholesky form holds them so; others form them
+    once per model), else the factors themselves."""
+    names = [name for name in ("Wx", "Wy", "Wxy", "G") if getattr(model, name) is not None]
+    plan = products_plan(model)
+    if not plan.rows or plan.solve:
+        return {name: getattr(model, name) for name in names}
+    found = model.__dict__.get("_product_factors")
+    if found is None:
+        found = {name: product_factor(getattr(model, name), plan) for name in names}
+        object.__setattr__(model, "_product_factors", found)
+    return found
+
+
+def read_only(a: np.ndarray) -> np.ndarray:
+    """A read-only view of ``a``.  The kernels' model arrays are always read-only: Numba compiles a
+    kernel once per array type, and a writable array (a local model's) is another type."""
+    v = a.view()
+    v.flags.writeable = False
+    return v
+
+
+def fitted(model: TGPModel) -> Fitted:
+    """``model``'s arrays as the point kernels read them (:class:`~fastsm._kernels.points.Fitted`), read-only."""
+    p = model.params
+    f = product_factors(model)
+    return Fitted(read_only(model.X), read_only(model.Y), read_only(model.ridge_coef), float(p.gamma_x),
+                  1.0 + p.lambda_x, eta_floor(model.params), read_only(f["Wx"]), read_only(f["Wy"]),
+                  read_only(f["Wxy"]), float(model.y_spread))
+
+
+def model_factors(model: TGPModel, method: str) -> tuple[np.ndarray, np.ndarray]:
+    if method == "ikl" and model.G is None:
+        raise ValueError("this model was fitted without 'ikl' in methods; refit with methods including 'ikl'")
+    factors = product_factors(model)
+    if method == "ikl":
+        return factors["Wy"], factors["G"]
+    if method == "sm":
+        return factors["Wy"], factors["Wxy"]
+    return factors["Wy"], factors["Wy"]
+
+
+def cubic_factors(model: TGPModel, method: str):
+    """``(K_X^-1, K_Y^-1)`` for the O(N^3) reference form, else ``None``."""
+    if method != "sm_cubic":
+        return None
+    return np.ascontiguousarray(model.Kx_inv), np.ascontiguousarray(model.Ky_inv)
+
+
+def objective_view(model: TGPModel, method: str, beta: float) -> obj.Objective:
+    """The kernels' view of ``model`` for ``method`` (``beta = 1``: the beta-free SM transform)."""
+    p = model.params
+    W1, W2 = model_factors(model, method)
+    return obj.Objective(METHOD_CODE[method], read_only(model.Y), p.widths()[1], 1.0 + p.lambda_y, 1.0 + p.lambda_x,
+                         p.alpha, float(beta), eta_floor(model.params), read_only(W1), read_only(W2),
+                         float(model.logdet_y), float(model.logdet_x), read_only(np.ascontiguousarray(model.Y.T)))
