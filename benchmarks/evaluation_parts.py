@@ -34,6 +34,7 @@ from fastsm._kernels.rbf import kernel_row
 from fastsm._threads import thread_limits
 from fastsm.cli.bench import best_of, dgemm_gflops, make_problem
 from fastsm.tgp import prediction as api
+from fastsm.tgp import views
 
 
 @njit(parallel=True)
@@ -76,8 +77,8 @@ def parts(n: int, b: int) -> dict:
 
 def _parts(model, X, Y, n: int, b: int) -> dict:
     F, eta_x, _, _ = api.prepare_points(model, X, "sm")
-    obj = api._objective(model, "sm", 1.0)
-    plan = api.products_plan(model)
+    obj = views.objective_view(model, "sm", 1.0)
+    plan = views.products_plan(model)
     nt = numba.get_num_threads()
     work = workspace(b, n, plan.heights[0])
     pts, idx, Yt = Points(F, eta_x), np.arange(b), np.ascontiguousarray(Y)

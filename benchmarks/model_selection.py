@@ -65,9 +65,9 @@ def update(sizes):
 def beta_paths():
     from fastsm._kernels.objectives import Points
     from fastsm._kernels.optimize import Options, minimize_batch
-    from fastsm._products import tile_plan
     from fastsm._threads import thread_limits
     from fastsm.tgp import prediction as api
+    from fastsm.tgp import views
 
     print(f"{'data':5} {'beta':>5} {'evals/pt':>9} {'conv.':>6} {'max |y - y_free|':>17} {'median':>9}")
     for name, make, alpha in (("toy1", datasets.toy1, 0.9), ("toy2", datasets.toy2, 0.6)):
@@ -83,8 +83,8 @@ def beta_paths():
                            np.full(n, 0.25 * model.y_spread), True, config.DEFAULT_WINDOW, numba.get_num_threads())
             with thread_limits(None):
                 Yb, _, _, ev, cv, *_ = minimize_batch(
-                    api._objective(model, "sm", beta), Points(F, eta_x), start, opts,
-                    np.zeros(1, dtype=np.int64), None, None, tile_plan(model.n_train))
+                    views.objective_view(model, "sm", beta), Points(F, eta_x), start, opts,
+                    np.zeros(1, dtype=np.int64), None, None, views.products_plan(model, "sm"))
             d = np.abs(Yb - free.y).max(axis=1)
             print(f"{name:5} {beta:5.2f} {ev.mean():9.1f} {cv.mean():6.1%} {d.max():17.1e} {np.median(d):9.1e}")
 

@@ -68,3 +68,16 @@ def lower_part(At):
         for i in range(j, n):
             L[i, j] = At[j, i]
     return L
+
+
+def triangular_inverse(L: np.ndarray) -> np.ndarray:
+    """``W = L^-1`` of a lower-triangular ``L`` (only its lower triangle is read), C-contiguous with
+    zeros above the diagonal: :func:`potrf_trtri`'s inversion of an existing factor (the inverse
+    form of a model kept in Cholesky form).  Call with BLAS limited to one thread."""
+    n = L.shape[0]
+    a = np.array(L, dtype=np.float64, order="F", copy=True)
+    if n <= config.TRI_INVERSE_MAX_N:
+        return tri_inverse(a)
+    nn, info = ctypes.c_int(n), ctypes.c_int(0)
+    _dtrtri(b"L", b"N", ctypes.byref(nn), a.ctypes.data_as(_dbl_p), ctypes.byref(nn), ctypes.byref(info))
+    return lower_part(a.T)

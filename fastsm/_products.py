@@ -15,7 +15,8 @@ columns in a process, :func:`tile_plan` runs every candidate shape once on
 random data (:class:`Probe`):
 
 * candidate heights ``2^a`` and ``3·2^a`` up to 256 rows, each through a
-  forward and a backward product;
+  forward and a backward product and a forward and a backward substitution (DTRSM, the products
+  of models in Cholesky form);
 * a menu's top height once more, one row further on, which shows whether a
   row's position in the call matters;
 * each height's rows compared with the top's.
@@ -55,30 +56,34 @@ HEIGHTS: tuple[int, ...] = tuple(sorted({2**a for a in range(9)} | {3 * 2**a for
 class Probe:
     """Candidate call shapes for ``n`` columns run on random data, lazily and memoised.
 
-    ``rows(h)``: rows ``A[0:h]`` through a forward and a backward product with a random
-    lower-triangular ``M``, by ``h``-row calls; ``invariant(h)``: the same calls one row
-    further on give every row the same bits (a row's position in the call does not matter).
-    Every run holds BLAS at one thread (multi-threaded OpenBLAS splits a call differently and
-    rounds differently).
+    ``rows(h)``: rows ``A[0:h]`` through a forward and a backward product with a random lower-
+    triangular ``M`` and a forward and a backward substitution with it, by ``h``-row calls;
+    ``invariant(h)``: the same calls one row further on give every row the same bits (a row's
+    position in the call does not matter). Every run holds BLAS at one thread (multi-threaded
+    OpenBLAS splits a call differently and rounds differently).
     """
 
     def __init__(self, n: int) -> None:
         rng = np.random.default_rng(20261122)
         self.n = n
         self.A = rng.standard_normal((TOP + 1, n))
-        self.M = np.tril(rng.standard_normal((n, n)))
+        M = np.tril(rng.standard_normal((n, n))) / n  # small below the diagonal: finite substitutions
+        M[np.diag_indices(n)] = 1.0 + rng.random(n)
+        self.M = M
         self._rows: dict[tuple[int, int], np.ndarray] = {}
         self._run([(0, h) for h in HEIGHTS] + [(1, TOP)])
 
     def _run(self, jobs: list[tuple[int, int]]) -> None:
-        both = [(r0, h, fwd) for r0, h in jobs for fwd in (1, 0)]
-        rows = np.cumsum([0] + [j[1] for j in both])
-        table = np.array([(r0, h, fwd, rows[i]) for i, (r0, h, fwd) in enumerate(both)], dtype=np.int64)
+        kinds = [(fwd, solve) for solve in (0, 1) for fwd in (1, 0)]
+        runs = [(r0, h, fwd, solve) for r0, h in jobs for fwd, solve in kinds]
+        rows = np.cumsum([0] + [j[1] for j in runs])
+        table = np.array([(r0, h, fwd, rows[i], solve) for i, (r0, h, fwd, solve) in enumerate(runs)], dtype=np.int64)
         P = np.empty((int(rows[-1]), self.n))
         with thread_limits(None):  # BLAS on one thread inside, as the products run (reentrant)
             probe_tri(self.A, self.M, table, P)
+        q = len(kinds)
         for k, (r0, h) in enumerate(jobs):
-            self._rows[(r0, h)] = np.hstack([P[rows[2 * k]:rows[2 * k + 1]], P[rows[2 * k + 1]:rows[2 * k + 2]]])
+            self._rows[(r0, h)] = np.hstack([P[rows[q * k + i]:rows[q * k + i + 1]] for i in range(q)])
 
     def rows(self, h: int) -> np.ndarray:
         return self._rows[(0, h)]
@@ -131,8 +136,8 @@ def choose(probe: Probe) -> tuple[tuple[int, ...], int]:
 
 #: The plan of the row loops (:mod:`fastsm._kernels.tri_rows`): no BLAS call, nothing to check.
 ROW_PLAN = TilePlan(np.ones(1, dtype=np.int64), 1, 0, True)
-#: The row loops' substitutions with Cholesky factors (models in Cholesky form).
-ROW_SOLVE_PLAN = TilePlan(np.ones(1, dtype=np.int64), 1, 0, True, True)
+#: The row loops' substitutions with Cholesky factors (both factors; models in Cholesky form).
+ROW_SOLVE_PLAN = TilePlan(np.ones(1, dtype=np.int64), 1, 0, True, 3)
 
 
 @functools.cache
@@ -155,8 +160,9 @@ def product_factor(M: np.ndarray, plan: TilePlan) -> np.ndarray:
 
 
 def tri(A: np.ndarray, M: np.ndarray, forward: bool, plan: TilePlan | None = None, *,
-        stored: bool = False) -> np.ndarray:
-    """Each row ``x`` of ``A`` times a lower-triangular ``M``: ``M x`` (``forward``) or ``M^T x``.
+        stored: bool = False, solve: bool | None = None) -> np.ndarray:
+    """Each row ``x`` of ``A`` times a lower-triangular ``M``: ``M x`` (``forward``) or ``M^T x``; with
+    ``solve`` ``M^-1 x`` or ``M^-T x`` (substitutions; ``None``: as ``plan.solve`` says).
 
     Every row is computed independently of the other rows of ``A`` (the checked tiles of
     :func:`~fastsm._kernels.gemm.tri_products`, or the row loops).  Only the lower triangle of ``M``
@@ -167,6 +173,8 @@ def tri(A: np.ndarray, M: np.ndarray, forward: bool, plan: TilePlan | None = Non
     if M.shape != (n, n):
         raise ValueError(f"tri needs a square factor with {n} rows, got {M.shape}")
     plan = tile_plan(n) if plan is None else plan
+    if solve is not None:
+        plan = plan._replace(solve=3 if solve else 0)
     mp = padded_rows(m, plan)
     work = np.zeros((2, mp, n))
     work[0, :m] = A

@@ -1,5 +1,6 @@
 """Small models in Cholesky form (KNN-local and region models; fastsm.tgp.fitting.factorize_cholesky)."""
 
+import dataclasses
 import pickle
 
 import numpy as np
@@ -12,7 +13,7 @@ from fastsm._threads import thread_limits
 from fastsm.tgp import regions
 from fastsm.tgp.fitting import factorize_cholesky, weighted_gram
 from fastsm.tgp.local_model import local_model
-from fastsm.tgp.views import products_plan
+from fastsm.tgp.views import inverse_form, products_plan
 
 PARAMS = tgp.TGPParams(gamma_x=0.5, gamma_y=2.0, lambda_x=1e-3, lambda_y=1e-2, alpha=0.6, beta=1.5)
 
@@ -99,7 +100,7 @@ def test_the_cholesky_kernel_reports_lapacks_info(n, bad):
 def test_predictions_agree_with_the_inverse_form(data):
     """Substitutions with L against products with W = L^-1 (rounding apart: measured 6e-14 on y)."""
     X, Xt, Y, p = data
-    inv = tgp.fit(X, Y, p, methods=("kl", "sm"))
+    inv = inverse_form(tgp.fit(X, Y, p, methods=("kl", "sm")))  # the inverse form of leave-one-out and updates
     chol = local_model(inv.X, inv.Y, inv.params, ("kl", "sm"))
     assert chol.factor_form == "cholesky" and products_plan(chol).solve and inv.factor_form == "inverse"
     for method in ("kl", "sm"):
@@ -130,7 +131,7 @@ def test_ikl_and_large_models_keep_the_inverse_form(data):
         config.ROW_PRODUCTS_MAX_N = old
 
 
-def test_packs_pickles_and_refuses_inverse_only_operations(data):
+def test_packs_pickles_and_serves_the_inverse_form_operations(data):
     X, Xt, Y, p = data
     chol = local_model(X, Y, p, ("kl", "sm"))
     from fastsm._kernels.tri_rows import pack_lower, unpack_lower
@@ -144,14 +145,23 @@ def test_packs_pickles_and_refuses_inverse_only_operations(data):
     for name in ("Wx", "Wy", "Wxy", "ridge_coef"):
         np.testing.assert_array_equal(getattr(back, name), getattr(chol, name), err_msg=name)
     assert regions.CompactModel.pack(chol).nbytes < 0.6 * regions.model_nbytes(chol)
-    again = pickle.loads(pickle.dumps(chol))
-    np.testing.assert_array_equal(tgp.predict(again, Xt).y, tgp.predict(chol, Xt).y)
-    for call, what in ((lambda: tgp.loo_predict(chol), "loo_predict"),
-                       (lambda: tgp.partial_fit(chol, Xt[:1], Y[:1]), "partial_fit"),
-                       (lambda: tgp.remove(chol, [0]), "remove"),
-                       (lambda: tgp.with_alpha(chol, 0.3), "with_alpha")):
-        with pytest.raises(ValueError, match=f"{what} needs a model from fastsm.tgp.fit"):
-            call()
+    again = pickle.loads(pickle.dumps(chol))  # the row-loop flag stays in the process: DTRSM tiles there
+    np.testing.assert_allclose(tgp.predict(again, Xt).y, tgp.predict(chol, Xt).y, rtol=0, atol=1e-12)
+    # leave-one-out works on the inverse form (#55: converted once); the updates keep the Cholesky form
+    inv = inverse_form(chol)
+    rows = [0, 5, 17]
+    np.testing.assert_array_equal(tgp.loo_predict(chol, rows=rows).y, tgp.loo_predict(inv, rows=rows).y)
+    grown, fewer = tgp.partial_fit(chol, Xt[:2], Y[:2]), tgp.remove(chol, [0, 7])
+    for up, X_up, Y_up in ((grown, np.vstack([X, Xt[:2]]), np.vstack([Y, Y[:2]])),
+                           (fewer, np.delete(X, [0, 7], 0), np.delete(Y, [0, 7], 0))):
+        refit = local_model(X_up, Y_up, p, ("kl", "sm"))
+        assert up.factor_form == "cholesky"
+        for name in ("Wx", "Wy", "Wxy"):
+            np.testing.assert_allclose(getattr(up, name), getattr(refit, name), rtol=0, atol=1e-12, err_msg=name)
+    moved = tgp.with_alpha(chol, 0.3)
+    assert moved.factor_form == "cholesky" and moved.Wx is chol.Wx
+    refit = tgp.fit(X, Y, dataclasses.replace(p, alpha=0.3), methods=("kl", "sm"))
+    np.testing.assert_allclose(moved.Wxy, refit.Wxy, rtol=0, atol=1e-12)
 
 
 def test_bad_factorisations_raise_as_the_inverse_form_does(data):

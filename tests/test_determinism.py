@@ -26,9 +26,9 @@ PARAMS = tgp.TGPParams(gamma_x=0.3, gamma_y=0.5, lambda_x=1e-3, lambda_y=1e-3, a
 
 @pytest.fixture(scope="module", params=["tiles", "rows", "cholesky"])
 def problem(request):
-    """N = 450 by every kind of products: DTRMM tiles (two column panels; the rounds use several tile
-    heights), the row loops of local models (no BLAS), and the substitutions of a model in Cholesky
-    form (KNN-local and region models; KLTGP and SMTGP only)."""
+    """N = 450 by every kind of products: the DTRSM (and, for IKLTGP's ``G``, DTRMM) tiles of a global
+    model (the rounds use several tile heights), the row loops' substitutions of the same model with
+    row products, and a local model's (KNN-local and region models; KLTGP and SMTGP only)."""
     X, Xt, Y, _ = datasets.random_structured(3, n_train=450, n_test=90, dx=4, dy=3)
     model = tgp.fit(X, Y, PARAMS)
     if request.param == "rows":
@@ -44,16 +44,16 @@ def _methods(model):
     return [m for m in ("kl", "ikl", "sm") if m in model.methods]
 
 
-@pytest.mark.parametrize("kind", ["rows", "tiles", "solve"])
+@pytest.mark.parametrize("kind", ["rows", "tiles", "solve", "tile-solve"])
 @pytest.mark.parametrize("n", [7, 64, 100, 300, 450, 1000])
 def test_product_rows_do_not_depend_on_the_other_rows(n, kind):
     """The construction itself: ``tri`` of a row alone, in a batch, shifted, or with other rows around,
-    by the row loops, by DTRMM tiles of the checked menu, and by the row loops' substitutions with a
-    Cholesky factor (against SciPy's ``solve_triangular``)."""
+    by the row loops, by DTRMM tiles of the checked menu, and by the row loops' and the DTRSM tiles'
+    substitutions with a Cholesky factor (against SciPy's ``solve_triangular``)."""
     rng = np.random.default_rng(n)
     A = rng.standard_normal((301, n))
     M = np.tril(rng.standard_normal((n, n)))
-    if kind == "solve":
+    if kind in ("solve", "tile-solve"):
         B = rng.standard_normal((n, n))
         M = np.linalg.cholesky(B @ B.T / n + np.eye(n))  # condition number ~5 (a random triangle's is ~2^n)
     if kind == "rows":
@@ -63,7 +63,7 @@ def test_product_rows_do_not_depend_on_the_other_rows(n, kind):
     else:
         with thread_limits(2):
             heights, unit = choose(Probe(n))
-        plan = TilePlan(np.array(heights, dtype=np.int64), unit, 0)
+        plan = TilePlan(np.array(heights, dtype=np.int64), unit, 0, False, 3 if kind == "tile-solve" else 0)
     for forward, dense in ((True, M.T), (False, M)):
         with thread_limits(2):
             full = tri(A, M, forward, plan)
@@ -74,7 +74,7 @@ def test_product_rows_do_not_depend_on_the_other_rows(n, kind):
         with thread_limits(1):
             np.testing.assert_array_equal(tri(A, M, forward, plan), full)
         # and it is the product, or the solve (rounding only)
-        if kind == "solve":
+        if kind in ("solve", "tile-solve"):
             from scipy.linalg import solve_triangular
 
             ref = solve_triangular(M if forward else M.T, A.T, lower=forward).T
@@ -124,7 +124,7 @@ def test_threads_batch_size_order_split_and_window(problem, monkeypatch):
 def test_fit_objective_and_certainty_do_not_depend_on_threads(problem):
     model, X = problem
     X_all, Y_all = model.X, model.Y
-    if model.factor_form == "cholesky":  # built on one thread whatever the caller's limits
+    if model.G is None:  # a local model: built on one thread whatever the caller's limits
         with thread_limits(1):
             m1 = local_model(X_all, Y_all, model.params, model.methods)
         with thread_limits(2):
@@ -146,10 +146,6 @@ def test_fit_objective_and_certainty_do_not_depend_on_threads(problem):
 
 def test_leave_one_out_does_not_depend_on_batch_size_or_threads(problem):
     model, _ = problem
-    if model.factor_form == "cholesky":
-        with pytest.raises(ValueError, match="loo_predict needs a model from fastsm.tgp.fit"):
-            tgp.loo_predict(model, method="sm")
-        return
     a = tgp.loo_predict(model, method="sm", threads=1)
     b = tgp.loo_predict(model, method="sm", batch_size=29)
     np.testing.assert_array_equal(a.y, b.y)

@@ -8,9 +8,9 @@ from scipy.linalg import cho_factor, cho_solve
 from fastsm import config, tgp
 from fastsm._kernels import objectives as obj
 from fastsm._kernels.hessian import hessian_rows
-from fastsm._products import tile_plan
 from fastsm._threads import thread_limits
 from fastsm.tgp import prediction as api
+from fastsm.tgp import views
 from tests.conftest import problem
 
 
@@ -19,8 +19,10 @@ def kernel_hessian(model, X, Y, held=None):
     ``held``: the training point left out of each row's model (leave-one-out)."""
     m, dy = Y.shape
     n = model.n_train
+    if held is not None:
+        model = views.inverse_form(model)  # leave-one-out projects the inverse factors
     F, eta_x, _, _ = api.prepare_points(model, X, "sm", held)
-    plan = tile_plan(n)
+    plan = views.products_plan(model, "sm")
     out = obj.Evaluations(np.empty(m), np.empty((m, dy)), np.empty(m), np.empty(m), np.zeros(m, dtype=np.int64))
     H = np.empty((m, dy, dy))
     with thread_limits(None):
@@ -28,7 +30,7 @@ def kernel_hessian(model, X, Y, held=None):
         jprod = obj.Products(obj.workspace(m * dy, n, plan.heights[0]), plan, numba.get_num_threads())
         rows = np.arange(m)
         Y = np.ascontiguousarray(Y)
-        o = api._objective(model, "sm", 1.0)
+        o = views.objective_view(model, "sm", 1.0)
         obj.evaluate_rows(o, obj.Points(F, eta_x), rows, Y, out, prod, None, held)
         hessian_rows(o, rows, rows, Y, out, prod.work, H, jprod, held)
     return H, out.hits

@@ -109,8 +109,8 @@ def test_fit_local_rejects_bad_input(data):
 
 def test_row_products_and_their_factor_storage_stay_in_the_process(data):
     """A local model's row-loop flag and symmetric factor storage are not pickled (a global model's
-    products are the default elsewhere), and the storage reads as the factor: lower triangle ``W``,
-    upper triangle ``W^T``."""
+    products are the default elsewhere), and the storage reads as the factor: lower triangle ``G``,
+    upper triangle ``G^T`` (the Cholesky factors of a model in Cholesky form are stored so already)."""
     import pickle
 
     from fastsm.tgp.views import product_factors, products_plan
@@ -122,12 +122,14 @@ def test_row_products_and_their_factor_storage_stay_in_the_process(data):
     use_row_products(model)
     tgp.predict(model, Xt[:3], method="sm")
     assert products_plan(model).rows
-    S = product_factors(model)["Wxy"]
-    np.testing.assert_array_equal(np.tril(S), model.Wxy)
-    np.testing.assert_array_equal(np.triu(S), model.Wxy.T)
+    stored = product_factors(model)
+    assert model.factor_form == "cholesky" and stored["Wxy"] is model.Wxy
+    np.testing.assert_array_equal(model.Wxy, model.Wxy.T)
+    np.testing.assert_array_equal(np.tril(stored["G"]), model.G)
+    np.testing.assert_array_equal(np.triu(stored["G"]), model.G.T)
     back = pickle.loads(pickle.dumps(model))
     assert len(pickle.dumps(model)) == size and not products_plan(back).rows
-    np.testing.assert_array_equal(back.Wxy, model.Wxy)
+    np.testing.assert_array_equal(back.G, model.G)
 
 
 def test_cluster_groups_of_repeated_test_rows_warn_nothing(data):

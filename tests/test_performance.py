@@ -12,9 +12,9 @@ import pytest
 
 from fastsm import config, datasets, tgp
 from fastsm._kernels import objectives as obj
-from fastsm._products import tile_plan
 from fastsm._threads import thread_limits
 from fastsm.tgp import prediction as api
+from fastsm.tgp import views
 
 PARAMS = tgp.TGPParams(gamma_x=0.2, gamma_y=0.125, lambda_x=1e-2, lambda_y=1e-2, alpha=0.6)
 
@@ -30,8 +30,8 @@ def _evaluate(model, X, Y, method, nthreads):
     m = len(X)
     out = obj.Evaluations(np.empty(m), np.empty(Y.shape), np.empty(m), np.empty(m), np.zeros(m, dtype=np.int64))
     with thread_limits(2):
-        plan = tile_plan(model.n_train)
-        obj.evaluate_rows(api._objective(model, method, 1.0), obj.Points(F, eta_x), np.arange(m), Y,
+        plan = views.products_plan(model, method)
+        obj.evaluate_rows(views.objective_view(model, method, 1.0), obj.Points(F, eta_x), np.arange(m), Y,
                           out, obj.Products(obj.workspace(m, model.n_train, plan.heights[0]), plan, nthreads),
                           None, None)
     return out.value, out.grad

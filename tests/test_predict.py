@@ -46,11 +46,12 @@ def test_unbounded_steps_would_leave_the_basin(toy1_model):
     from scipy.optimize import minimize
 
     from fastsm.reference.tgp import _point_objective
+    from fastsm.tgp.views import inverse_form
 
     m, Xte, _ = toy1_model
     i = 363
     y0 = (np.hstack([Xte[i : i + 1], [[1.0]]]) @ m.ridge_coef)[0]
-    f, _ = _point_objective(m, Xte[i], "ikl")
+    f, _ = _point_objective(inverse_form(m), Xte[i], "ikl")
     scipy_y = minimize(f, y0, jac=True, method="BFGS").x
     ours = tgp.predict(m, Xte[i : i + 1], method="ikl")
     assert tgp.objective(m, Xte[i : i + 1], ours.y, method="ikl")[0] < f(scipy_y)[0]

@@ -1,9 +1,10 @@
 """Matrix products whose rows do not depend on the other rows of the call.
 
 Since #29 the evaluations multiply by lower-triangular factors: :func:`tri_products` runs one
-single-threaded DTRMM per row tile (:func:`trmm_tile`), and the plan's heights are checked for
-those calls (:mod:`fastsm._products`).  The DGEMM tiles below (:func:`plan_products`) remain as the
-benchmarks' DGEMM-rate yardstick; the text that follows describes the tiling both share.
+single-threaded DTRMM per row tile (:func:`tri_tile`; DTRSM for Cholesky factors, #55), and the
+plan's heights are checked for those calls (:mod:`fastsm._products`).  The DGEMM tiles below
+(:func:`plan_products`) remain as the benchmarks' DGEMM-rate yardstick; the text that follows
+describes the tiling both share.
 
 Every product of a batch of rows with a fixed ``N × N`` matrix (the
 optimiser's ``K M1``, ``K M2``; ``fit``'s and ``predict``'s precomputations)
@@ -52,6 +53,7 @@ ensure_blas()
 # DTRMM, reached by name like Numba's own DGEMM binding so that kernels calling it stay cacheable:
 # the symbol is registered in this process before any kernel is compiled or loaded from the cache.
 llvm.add_symbol("fastsm_dtrmm", get_cython_function_address("scipy.linalg.cython_blas", "dtrmm"))
+llvm.add_symbol("fastsm_dtrsm", get_cython_function_address("scipy.linalg.cython_blas", "dtrsm"))
 _TRMM_SIG = types.void(
     types.CPointer(types.int8), types.CPointer(types.int8), types.CPointer(types.int8), types.CPointer(types.int8),
     types.CPointer(types.intc), types.CPointer(types.intc),               # m, n
@@ -60,6 +62,7 @@ _TRMM_SIG = types.void(
     types.CPointer(types.float64), types.CPointer(types.intc),            # b, ldb
 )
 _dtrmm = types.ExternalFunction("fastsm_dtrmm", _TRMM_SIG)
+_dtrsm = types.ExternalFunction("fastsm_dtrsm", _TRMM_SIG)  # the same arguments
 
 _XXGEMM_SIG = types.intc(
     types.char, types.char, types.char,                      # kind, transa, transb
@@ -95,16 +98,18 @@ class TilePlan(NamedTuple):
         Triangular products by :mod:`~fastsm._kernels.tri_rows`'s row loops instead of DTRMM
         tiles (small ``N``, ``config.ROW_PRODUCTS_MAX_N``); the factors then come in symmetric
         storage (:func:`~fastsm._kernels.tri_rows.symmetric_storage`) and ``heights`` is ``(1,)``.
-    solve : bool
-        With ``rows``: the factors are Cholesky factors ``L`` (models in Cholesky form) and a
-        "product with ``W = L^-1``" is a substitution (:func:`~fastsm._kernels.tri_rows.rows_product`).
+    solve : int
+        Which factors are Cholesky factors ``L`` (models in Cholesky form), bit ``f`` for factor ``f``
+        of :func:`tri_products`: a "product with ``W = L^-1``" by such a factor is a substitution
+        (:func:`~fastsm._kernels.tri_rows.rows_product` in row loops, DTRSM in tiles).  ``0``: every
+        factor is multiplied (inverse factors ``W``, and IKLTGP's ``G`` in every form).
     """
 
     heights: np.ndarray
     unit: int
     panel_width: int
     rows: bool = False
-    solve: bool = False
+    solve: int = 0
 
 
 @intrinsic
@@ -136,13 +141,20 @@ def gemm_tile(K, r0, h, M, c0, w, P, p0, scal):
 
 
 @kernel()
-def trmm_tile(X, r0, h, M, fwd, P, p0):
+def solves(plan, factor):
+    """Whether factor ``factor`` (0 or 1) of ``plan``'s products is a Cholesky factor (:class:`TilePlan`)."""
+    return (plan.solve >> factor) & 1 == 1
+
+
+@kernel()
+def tri_tile(X, r0, h, M, fwd, P, p0, solve):
     """``P[p0:p0+h] = X[r0:r0+h]`` times a lower-triangular ``M``: each row ``x`` becomes ``M x`` (``fwd``)
-    or ``M^T x``; one in-place DTRMM call on the copied rows.
+    or ``M^T x``; one in-place DTRMM call on the copied rows.  With ``solve``, ``M`` is a Cholesky
+    factor ``L`` and the rows become ``L^-1 x`` or ``L^-T x`` by one DTRSM call (substitution).
 
     In column-major terms the rows are the columns of ``B`` (``N × h``, leading dimension
-    ``N``) and ``M`` (C-ordered) is the upper-triangular ``M^T``: ``B := op(M^T) B``, with
-    ``op`` the transpose for ``fwd``.
+    ``N``) and ``M`` (C-ordered) is the upper-triangular ``M^T``: ``B := op(M^T) B`` (or
+    ``op(M^T)^-1 B``), with ``op`` the transpose for ``fwd``.  Only ``M``'s lower triangle is read.
     """
     n = M.shape[0]
     ldp = P.shape[1]
@@ -160,8 +172,12 @@ def trmm_tile(X, r0, h, M, fwd, P, p0):
     dims[2] = M.shape[1]
     dims[3] = ldp
     one = np.ones(1)
-    _dtrmm(ptr(flags, 0), ptr(flags, 1), ptr(flags, 2), ptr(flags, 3), ptr(dims, 0), ptr(dims, 1),
-           ptr(one, 0), ptr(M, 0), ptr(dims, 2), ptr(P, p0 * ldp), ptr(dims, 3))
+    if solve:
+        _dtrsm(ptr(flags, 0), ptr(flags, 1), ptr(flags, 2), ptr(flags, 3), ptr(dims, 0), ptr(dims, 1),
+               ptr(one, 0), ptr(M, 0), ptr(dims, 2), ptr(P, p0 * ldp), ptr(dims, 3))
+    else:
+        _dtrmm(ptr(flags, 0), ptr(flags, 1), ptr(flags, 2), ptr(flags, 3), ptr(dims, 0), ptr(dims, 1),
+               ptr(one, 0), ptr(M, 0), ptr(dims, 2), ptr(P, p0 * ldp), ptr(dims, 3))
 
 
 #: Rows per task of the row loops (:func:`tri_products` with ``plan.rows``).
@@ -294,18 +310,18 @@ def tri_products(work, M0, M1, ops, m, plan, nthreads):
     ``m / (nthreads / products)`` rows high, so that ``nthreads`` threads have work (the cover
     changes no result).  With ``plan.rows`` the factors come in symmetric storage and every row
     is computed by :func:`~fastsm._kernels.tri_rows.rows_product`, in chunks of at most
-    :data:`ROW_CHUNK` rows (no padding); with ``plan.solve`` the factors are Cholesky factors
-    ``L`` and ``M x`` reads ``L^-1 x`` (substitutions, same function); on one thread all ``m`` rows
-    go to it in one call per product, in this function, which is not compiled for threads: entering
-    one that is (:func:`_parallel_products`) costs about 2 µs even where it launches nothing, two
+    :data:`ROW_CHUNK` rows (no padding).  A factor that ``plan.solve`` marks is a Cholesky factor
+    ``L``, and ``M x`` reads ``L^-1 x`` (substitutions: the same row loops, or DTRSM tiles); on one
+    thread all ``m`` rows go to it in one call per product, in this function, which is not compiled
+    for threads: entering one that is (:func:`_parallel_products`) costs about 2 µs even where it launches nothing, two
     thirds of a ``K = 200`` substitution.
     """
     if plan.rows and nthreads == 1:
         for g in range(ops.shape[0]):
             if ops[g, 1] == 0:
-                rows_product(work[ops[g, 0]], np.int64(0), m, M0, ops[g, 2] == 1, work[ops[g, 3]], plan.solve)
+                rows_product(work[ops[g, 0]], np.int64(0), m, M0, ops[g, 2] == 1, work[ops[g, 3]], solves(plan, 0))
             else:
-                rows_product(work[ops[g, 0]], np.int64(0), m, M1, ops[g, 2] == 1, work[ops[g, 3]], plan.solve)
+                rows_product(work[ops[g, 0]], np.int64(0), m, M1, ops[g, 2] == 1, work[ops[g, 3]], solves(plan, 1))
     else:
         _parallel_products(work, M0, M1, ops, m, plan, nthreads)
 
@@ -323,16 +339,16 @@ def _parallel_products(work, M0, M1, ops, m, plan, nthreads):
             r0 = (task - g * nc) * chunk
             h = min(chunk, m - r0)
             if ops[g, 1] == 0:
-                rows_product(work[ops[g, 0]], r0, h, M0, ops[g, 2] == 1, work[ops[g, 3]], plan.solve)
+                rows_product(work[ops[g, 0]], r0, h, M0, ops[g, 2] == 1, work[ops[g, 3]], solves(plan, 0))
             else:
-                rows_product(work[ops[g, 0]], r0, h, M1, ops[g, 2] == 1, work[ops[g, 3]], plan.solve)
+                rows_product(work[ops[g, 0]], r0, h, M1, ops[g, 2] == 1, work[ops[g, 3]], solves(plan, 1))
     else:
         _tile_products(work, M0, M1, ops, m, plan, groups)
 
 
 @kernel(parallel=True)
 def _tile_products(work, M0, M1, ops, m, plan, groups):
-    """:func:`tri_products` by DTRMM tiles."""
+    """:func:`tri_products` by DTRMM (DTRSM) tiles."""
     n = work.shape[2]
     nprod = ops.shape[0]
     starts, heights = capped_tiles(m, plan, (m + groups - 1) // groups)
@@ -346,16 +362,19 @@ def _tile_products(work, M0, M1, ops, m, plan, groups):
         g = task // nt
         i = task - g * nt
         if ops[g, 1] == 0:
-            trmm_tile(work[ops[g, 0]], starts[i], heights[i], M0, ops[g, 2] == 1, work[ops[g, 3]], starts[i])
+            tri_tile(work[ops[g, 0]], starts[i], heights[i], M0, ops[g, 2] == 1, work[ops[g, 3]], starts[i],
+                     solves(plan, 0))
         else:
-            trmm_tile(work[ops[g, 0]], starts[i], heights[i], M1, ops[g, 2] == 1, work[ops[g, 3]], starts[i])
+            tri_tile(work[ops[g, 0]], starts[i], heights[i], M1, ops[g, 2] == 1, work[ops[g, 3]], starts[i],
+                     solves(plan, 1))
 
 
 @kernel(parallel=True)
 def probe_tri(A, M, jobs, P):
-    """The probe of :func:`fastsm._products.tile_plan`: job ``(r0, h, fwd, out0)`` computes rows
-    ``A[r0:r0+h]`` times the lower-triangular ``M`` (``fwd``: ``M x``, else ``M^T x``) into
-    ``P[out0:out0+h]`` by one :func:`trmm_tile` call, as :func:`tri_products` does."""
+    """The probe of :func:`fastsm._products.tile_plan`: job ``(r0, h, fwd, out0, solve)`` computes rows
+    ``A[r0:r0+h]`` times the lower-triangular ``M`` (``fwd``: ``M x``, else ``M^T x``; with ``solve``
+    ``M^-1 x`` or ``M^-T x``) into ``P[out0:out0+h]`` by one :func:`tri_tile` call, as
+    :func:`tri_products` does."""
     for t in prange(jobs.shape[0]):
         r0, h, fwd, out0 = jobs[t, 0], jobs[t, 1], jobs[t, 2], jobs[t, 3]
-        trmm_tile(A, r0, h, M, fwd == 1, P, out0)
+        tri_tile(A, r0, h, M, fwd == 1, P, out0, jobs[t, 4] == 1)

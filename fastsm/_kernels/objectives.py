@@ -1,11 +1,12 @@
 """TGP prediction objectives: value and gradient per test point (docs/math.md §3), from factors.
 
-A model holds inverse Cholesky factors ``W = L^-1`` (``K = L L^T``, lower triangular): every
-Schur complement is ``eta = k(z,z) - ||W k||^2``, a sum of squares of a backward-stable product,
-and ``K^-1 k = W^T (W k)`` (docs/accuracy.md; with explicit inverses ``eta`` lost
-``cond(K) eps / eta``: 3e-6 relative on Toy 1).  Per evaluation only products with ``y``'s
-kernel row ``k`` are new; :func:`evaluate_rows` computes them for a whole batch of points as
-GEMM tiles with the triangular factors (BLAS-3, :func:`~fastsm._kernels.gemm.tri_products`),
+With ``K = L L^T`` (lower triangular) and ``W = L^-1`` every Schur complement is
+``eta = k(z,z) - ||W k||^2``, a sum of squares, and ``K^-1 k = W^T (W k)`` (docs/accuracy.md; with
+explicit inverses ``eta`` lost ``cond(K) eps / eta``: 3e-6 relative on Toy 1).  A model holds
+``L`` (Cholesky form: every "product with ``W``" below is a substitution) or ``W`` itself (inverse
+form); the products' plan says which.  Per evaluation only products with ``y``'s kernel row ``k``
+are new; :func:`evaluate_rows` computes them for a whole batch of points as DTRSM/DTRMM tiles with
+the triangular factors (BLAS-3, :func:`~fastsm._kernels.gemm.tri_products`),
 in stages with O(N) per-row work between them:
 
 ========  ===========================================  ==========================================

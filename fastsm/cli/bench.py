@@ -15,6 +15,7 @@ from threadpoolctl import threadpool_limits
 from fastsm import datasets, reference, tgp
 from fastsm._threads import resolve_threads
 from fastsm.tgp import prediction as api
+from fastsm.tgp.views import inverse_form
 
 
 def make_problem(n: int, dy: int = 16, seed: int = 0, n_test: int | None = None):
@@ -155,6 +156,7 @@ def per_point_baseline(model, X, Y0, gtol: float = 1e-5, max_iter: int = 2000):
     """
     from scipy.optimize import minimize
 
+    model = inverse_form(model)  # such a user's model: the inverse factors W = L^-1 (formed before the clock)
     p = model.params
     t0 = time.perf_counter()
     n, dy = Y0.shape

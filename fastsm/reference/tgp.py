@@ -87,6 +87,19 @@ def fit(X, Y, params: TGPParams | None = None, *, methods=("kl", "ikl", "sm"), t
     return TGPModel._from_parts(X, Y, p, tuple(methods), parts, w)
 
 
+def _inverse(model: TGPModel) -> TGPModel:
+    """``model`` with inverse factors ``W = L^-1`` (a model in Cholesky form holds ``L`` in symmetric
+    storage, ``fastsm.tgp.fitting``): SciPy's triangular solves with its lower triangles."""
+    if model.factor_form == "inverse":
+        return model
+    eye = np.eye(model.n_train)
+    parts = {name: getattr(model, name) for name in ("G", "logdet_x", "logdet_y", "logdet_xy", "y_spread",
+                                                      "ridge_coef")}
+    for name in ("Wx", "Wy", "Wxy"):
+        parts[name] = solve_triangular(np.tril(getattr(model, name)), eye, lower=True)
+    return TGPModel._from_parts(model.X, model.Y, model.params, model.methods, parts, model.sample_weight)
+
+
 def _gram(model: TGPModel, Z: np.ndarray, gamma: float, lam: float) -> np.ndarray:
     w = model.sample_weight
     return _rbf(Z, Z, gamma) + lam * (np.eye(len(Z)) if w is None else np.diag(1.0 / w))
@@ -159,7 +172,7 @@ def _point_objective(model: TGPModel, x: np.ndarray, method: str, beta: float | 
 
 def objective(model, X, Y, *, method="sm", return_gradient=False, threads=None, batch_size=None):
     """Twin of :func:`fastsm.tgp.objective`: one NumPy evaluation per row."""
-    model = check_model(model)
+    model = _inverse(check_model(model))
     X, Y = check_pairs(model, X, Y)
     vals, grads = np.empty(len(X)), np.empty(Y.shape)
     for i in range(len(X)):
@@ -170,7 +183,7 @@ def objective(model, X, Y, *, method="sm", return_gradient=False, threads=None, 
 
 def certainty(model, X, Y, *, threads=None, batch_size=None):
     """Twin of :func:`fastsm.tgp.certainty`."""
-    model = check_model(model)
+    model = _inverse(check_model(model))
     X, Y = check_pairs(model, X, Y)
     p = model.params
     a = p.alpha
@@ -199,7 +212,7 @@ def predict(model, X, *, method="sm", init=None, max_iter=config.DEFAULT_MAX_ITE
     backtracking, steps capped at the trust radius.  SciPy's ``gtol`` is
     ``tol`` times the gradient norm at the start.
     """
-    model = check_model(model)
+    model = _inverse(check_model(model))
     X = check_inputs(model, X)
     n, dy = len(X), model.Y.shape[1]
     if init is None:

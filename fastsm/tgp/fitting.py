@@ -1,13 +1,16 @@
 """The O(N^3) precomputation of a twin-GP model (validation, factorisations).
 
-A model keeps inverse Cholesky factors, not inverses: ``K = L L^T`` and ``W = L^-1`` (lower
-triangular), so that every Schur complement is a sum of squares, ``eta = k(z,z) - ||W k||^2``,
-and ``K^-1 k = W^T (W k)`` (docs/accuracy.md).  IKLTGP's ``u^T K_X u`` with ``u = K_Y^-1 k`` is
-``||G^T W_Y k||^2`` with ``G = W_Y L_X``, lower triangular too.
+A model keeps Cholesky factors, not inverses (*Cholesky form*, #55): ``K = L L^T`` with ``L``
+lower triangular, held in symmetric storage (lower triangle ``L``, upper ``L^T``).  With
+``W = L^-1`` every Schur complement is a sum of squares, ``eta = k(z,z) - ||W k||^2``, and
+``K^-1 k = W^T (W k)``, every product with ``W`` a substitution with ``L`` (DTRSM tiles or row
+loops; docs/accuracy.md: 13-80x more accurate than products with an explicit ``W`` at
+``lambda <= 1e-6``, as fast).  IKLTGP's ``u^T K_X u`` with ``u = K_Y^-1 k`` is
+``||G^T W_Y k||^2`` with ``G = W_Y L_X = L_Y^-1 L_X``, lower triangular too, kept explicit.
 
-Small models that predict one or a few points (KNN-local and region models) are kept in
-*Cholesky form* instead (:func:`factorize_cholesky`): the factors ``L`` themselves, whose
-products with ``W = L^-1`` are substitutions, so no inverse is formed at all.
+Leave-one-out predictions work on the *inverse form* (``W = L^-1`` explicit, :func:`factorize`
+with ``form="inverse"``, :func:`inverse_parts`): their projections are written for it.  Local
+models for IKLTGP or ``share="cluster"`` keep it too.
 
 Determinism: LAPACK's multi-threaded Cholesky changes its blocking with the
 thread count (measured: inverses differed by ~1e-7 between 1 and 2 OpenBLAS
@@ -20,13 +23,13 @@ is bitwise the same whatever ``threads`` is.
 from __future__ import annotations
 
 import numpy as np
-from scipy.linalg.blas import dtrmm
+from scipy.linalg.blas import dtrmm, dtrsm
 
 from fastsm import config
-from fastsm._kernels.cholesky import twin_factors
+from fastsm._kernels.cholesky import potrf_symmetric, twin_factors
 from fastsm._kernels.rbf import rbf_gram
 from fastsm._kernels.ridge import ridge_start
-from fastsm._lapack import potrf_trtri
+from fastsm._lapack import potrf_trtri, triangular_inverse
 from fastsm._memory import FIT_MATRICES, FIT_MATRICES_WITHOUT_IKL, check_memory
 from fastsm._threads import resolve_threads, thread_limits, worker_pool
 from fastsm._validation import as_2d, as_float_array
@@ -229,8 +232,10 @@ def weighted_gram(Z: np.ndarray, gamma: float, lam: float, sample_weight: np.nda
 
 
 def factorize(X: np.ndarray, Y: np.ndarray, params, methods: tuple[str, ...], threads: int | None,
-              sample_weight: np.ndarray | None = None) -> dict:
-    """Everything a model precomputes from its training data (docs/math.md §2–§3, §6 with weights).
+              sample_weight: np.ndarray | None = None, form: str = "cholesky") -> dict:
+    """Everything a model precomputes from its training data (docs/math.md §2–§3, §6 with weights):
+    the factors in Cholesky form (``form="cholesky"``, symmetric storage) or in inverse form
+    (``W = L^-1``).
 
     Raises ``MemoryError`` before any work where the process cannot hold the factorisation's
     peak (:func:`fastsm._memory.check_memory`).
@@ -249,22 +254,68 @@ def factorize(X: np.ndarray, Y: np.ndarray, params, methods: tuple[str, ...], th
         jobs = [(Kx, "K_X", remedy("lambda_x", p.lambda_x, w), ikl),
                 (Ky, "K_Y", remedy("lambda_y", p.lambda_y, w), False),
                 (Kxy, "K_XY", remedy("lambda_x or lambda_y", min(p.lambda_x, p.lambda_y), w), False)]
+        one = spd_cholesky if form == "cholesky" else spd_factor
         workers = min(len(jobs), resolve_threads(threads))
         if workers > 1:
             # three independent single-threaded factorisations, GIL released: bitwise the same as in series
             with worker_pool(workers, "fastsm-fit") as pool:
-                fx, fy, fxy = pool.map(lambda j: spd_factor(*j), jobs)
+                fx, fy, fxy = pool.map(lambda j: one(*j), jobs)
         else:
-            fx, fy, fxy = (spd_factor(*j) for j in jobs)
-        Lx = fx[0]
-        G = ikl_factor(fy[1], Lx) if Lx is not None else None  # L_X is formed for IKLTGP only
+            fx, fy, fxy = (one(*j) for j in jobs)
+        if form == "cholesky":
+            G = ikl_factor_cholesky(fy[1], fx[1]) if ikl else None
+        else:
+            G = ikl_factor(fy[1], fx[0]) if fx[0] is not None else None  # L_X is formed for IKLTGP only
         coef = ridge(X, Y, sample_weight)
     spread = output_spread(Y)
     return {
         "Wx": fx[1], "Wy": fy[1], "Wxy": fxy[1], "G": G,
         "logdet_x": fx[2], "logdet_y": fy[2], "logdet_xy": fxy[2],
-        "y_spread": spread, "ridge_coef": coef,
+        "y_spread": spread, "ridge_coef": coef, "factor_form": form,
     }
+
+
+def spd_cholesky(K: np.ndarray, name: str, remedy: str, want_L: bool = False) -> tuple[None, np.ndarray, float]:
+    """``(None, S, log|K|)`` of an SPD matrix: its Cholesky factor ``L`` in symmetric storage ``S``
+    (LAPACK's ``dpotrf`` on ``K``'s bytes, as :func:`spd_factor`'s: the same ``L``; GIL released,
+    :func:`fastsm._kernels.cholesky.potrf_symmetric`).  Call on one BLAS thread.
+
+    Raises
+    ------
+    ValueError
+        As :func:`spd_factor`: ``K`` not positive definite, or numerically singular (a pivot below
+        :data:`MIN_PIVOT`, where ``K^-1`` has an entry past float64's range).
+    """
+    S = np.array(K, dtype=np.float64, order="C", copy=True)
+    info = potrf_symmetric(S)
+    if info != 0:
+        raise ValueError(f"{name} is not positive definite (Cholesky failed at column {info}); {remedy}")
+    d = np.diagonal(S)
+    logdet = 2.0 * float(np.sum(np.log(d)))
+    if not (np.isfinite(logdet) and d.min() >= MIN_PIVOT):
+        raise ValueError(f"{name} is numerically singular; {remedy}")
+    return None, S, logdet
+
+
+def ikl_factor_cholesky(Sy: np.ndarray, Sx: np.ndarray) -> np.ndarray:
+    """``G = L_Y^-1 L_X`` (lower triangular, C-ordered) from the factors in symmetric storage: one DTRSM,
+    backward stable column by column (:func:`ikl_factor`'s ``W_Y L_X`` without forming ``W_Y``)."""
+    G = dtrsm(1.0, np.asfortranarray(np.tril(Sy)), np.asfortranarray(np.tril(Sx)), side=0, lower=1)
+    return np.ascontiguousarray(np.tril(G))
+
+
+def inverse_parts(model) -> dict:
+    """The factors of a model in Cholesky form as the inverse form holds them: ``W = L^-1`` for
+    ``Wx``, ``Wy``, ``Wxy`` (LAPACK's ``dtrtri`` or :func:`fastsm._kernels.triangular.tri_inverse`,
+    one BLAS thread), ``G`` unchanged.  O(N^3): what leave-one-out and the updates, written for
+    the inverse form, start from."""
+    parts = {name: getattr(model, name) for name in ("G", "logdet_x", "logdet_y", "logdet_xy", "y_spread",
+                                                      "ridge_coef")}
+    with thread_limits(1):
+        for name in ("Wx", "Wy", "Wxy"):
+            parts[name] = triangular_inverse(np.tril(getattr(model, name)))
+    parts["factor_form"] = "inverse"
+    return parts
 
 
 #: The smallest Cholesky pivot a model in Cholesky form accepts: ``K^-1`` has an entry of

@@ -188,7 +188,7 @@ def local_model(X: np.ndarray, Y: np.ndarray, params: TGPParams, methods: tuple[
     if rows and cholesky_form(X.shape[0], methods):
         parts = factorize_cholesky(X, Y, params, sample_weight)
     else:
-        parts = factorize(X, Y, params, methods, threads=1, sample_weight=sample_weight)
+        parts = factorize(X, Y, params, methods, threads=1, sample_weight=sample_weight, form="inverse")
     model = TGPModel._from_parts(X, Y, params, methods, parts, sample_weight, copy=False)
     if rows:
         use_row_products(model)

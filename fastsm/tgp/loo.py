@@ -38,7 +38,7 @@ from fastsm.tgp.prediction import (
     supported_start,
     warn_extrapolated,
 )
-from fastsm.tgp.views import require_inverse_form
+from fastsm.tgp.views import inverse_form
 
 LooMethod = Literal["sm", "kl", "ikl"]
 
@@ -204,7 +204,7 @@ def loo_predict(
     True
     """
     model = check_model(model)
-    require_inverse_form(model, "loo_predict")
+    model = inverse_form(model)
     check_choice("method", method, ("sm", "kl", "ikl"))
     max_iter, tol, trust_radius, batch_size = check_options(method, optimizer, max_iter, tol, trust_radius,
                                                              batch_size)

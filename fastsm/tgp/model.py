@@ -45,19 +45,22 @@ class TGPModel:
         kernel matrices carry the noise ``lambda / w_i`` on their diagonals.
         Points of zero weight are left out of ``X``, ``Y`` and the weights.
     Wx, Wy, Wxy : ndarray
-        Inverse Cholesky factors ``W = L^-1`` (lower triangular, ``K = L L^T``) of ``K_X``,
-        ``K_Y`` and ``K_XY = (1-a) K_X + a K_Y``: ``K^-1 = W^T W``.  Every evaluation uses
-        them (``eta = k(z,z) - ||W k||^2``, docs/accuracy.md); the explicit inverses are
-        the properties ``Kx_inv``, ``Ky_inv``, ``Kxy_inv`` (formed on access, O(N^3)).
-    factor_form : {"inverse", "cholesky"}
-        ``"inverse"`` (every model :func:`fastsm.tgp.fit` returns): ``Wx``, ``Wy``, ``Wxy`` as
-        above.  ``"cholesky"`` (KNN-local and region models, built inside a local prediction,
-        :func:`fastsm.tgp.fitting.factorize_cholesky`): they hold the Cholesky factors ``L``
-        themselves, in symmetric storage (lower triangle ``L``, upper ``L^T``), and every product
-        with ``W`` is a substitution with ``L``.
+        The factors of ``K_X``, ``K_Y`` and ``K_XY = (1-a) K_X + a K_Y`` (``K = L L^T``, ``L``
+        lower triangular), as ``factor_form`` says.  Every evaluation uses them
+        (``eta = k(z,z) - ||W k||^2`` with ``W = L^-1``, docs/accuracy.md); the explicit inverses
+        are the properties ``Kx_inv``, ``Ky_inv``, ``Kxy_inv`` (formed on access, O(N^3)).
+    factor_form : {"cholesky", "inverse"}
+        ``"cholesky"`` (the models :func:`fastsm.tgp.fit` returns since #55, their updates, KNN-local
+        and region models): the Cholesky factors ``L`` in symmetric storage (lower triangle ``L``,
+        upper ``L^T``), every product with ``W`` a substitution with ``L``.  ``"inverse"`` (fits
+        pickled before #55, local models for IKLTGP or ``share="cluster"``, the twin leave-one-out
+        works on): the inverse factors ``W = L^-1`` themselves (lower triangular,
+        ``K^-1 = W^T W``); 7-70x less accurate at ``lambda <= 1e-6`` (docs/accuracy.md).
+        :meth:`inverse_factor` gives ``W`` in either form.
     G : ndarray or None
-        ``W_Y L_X`` (lower triangular, IKLTGP: ``C = K_Y^-1 K_X K_Y^-1 = W_Y^T G G^T W_Y``, the
-        property ``C``), ``None`` if ``"ikl"`` was not requested at fit.
+        ``W_Y L_X = L_Y^-1 L_X`` (lower triangular, in either form; IKLTGP:
+        ``C = K_Y^-1 K_X K_Y^-1 = W_Y^T G G^T W_Y``, the property ``C``), ``None`` if ``"ikl"`` was
+        not requested at fit.
     logdet_x, logdet_y, logdet_xy : float
         Log-determinants of ``K_X``, ``K_Y``, ``K_XY``.
     y_spread : float
@@ -82,7 +85,7 @@ class TGPModel:
     logdet_xy: float = field(init=False)
     y_spread: float = field(init=False)
     ridge_coef: np.ndarray = field(init=False)
-    factor_form: str = field(init=False, default="inverse")
+    factor_form: str = field(init=False, default="inverse")  # pickles from before #55 hold none
 
     def __post_init__(self) -> None:
         X, Y, methods, w, params = check_training(self.X, self.Y, self.params, self.methods, self.sample_weight)
@@ -149,7 +152,7 @@ class TGPModel:
         """``K_Y^-1 K_X K_Y^-1 = (W_Y^T G)(W_Y^T G)^T`` (IKLTGP; formed on access, O(N^3)), or ``None``."""
         if self.G is None:
             return None
-        F = self.Wy.T @ self.G
+        F = self.inverse_factor("Wy").T @ self.G
         return F @ F.T
 
     @property

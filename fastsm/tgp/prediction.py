@@ -100,7 +100,7 @@ def supported_start(model: TGPModel, X: np.ndarray, Y0: np.ndarray, method: str,
     beta = 1.0 if method == "sm" else model.params.beta
     with thread_limits(threads):
         supported_rows(fitted(model), objective_view(model, method, beta), np.ascontiguousarray(X, dtype=np.float64),
-                       Y0, METHOD_CODE[method], products_plan(model), numba.get_num_threads(),
+                       Y0, METHOD_CODE[method], products_plan(model, method), numba.get_num_threads(),
                        None if held is None else np.ascontiguousarray(held, dtype=np.int64), unit,
                        config.DEFAULT_BATCH_SIZE)
     return Y0
@@ -213,7 +213,8 @@ def optimize_points(model: TGPModel, method: str, Y0: np.ndarray, point_data, he
             opts = Options(max_iter, xtol[s:e], ftol, max_step[s:e], optimizer == "bfgs", config.DEFAULT_WINDOW,
                            numba.get_num_threads(), hessian)
             Yb, fb, itb, evb, cvb, hits, ey, exy = minimize_batch(
-                objective, obj.Points(F, eta_x), Y0[s:e], opts, run.stop, cubic, hb, products_plan(model),
+                objective, obj.Points(F, eta_x), Y0[s:e], opts, run.stop, cubic, hb,
+                products_plan(model, method),
             )
             out["y"][s:e], out["f"][s:e], out["it"][s:e], out["ev"][s:e] = Yb, fb, itb, evb
             out["cv"][s:e], out["h"][s:e], out["ex"][s:e] = cvb & ~ex, hits, ex
@@ -243,7 +244,7 @@ def evaluate(model: TGPModel, method: str, F, eta_x, Yb, val, grad, *, beta: flo
     """
     hb = None if held is None else np.ascontiguousarray(held, dtype=np.int64)
     return evaluate_into(objective_view(model, method, model.params.beta if beta is None else beta), F, eta_x,
-                         np.ascontiguousarray(Yb), val, grad, products_plan(model), numba.get_num_threads(),
+                         np.ascontiguousarray(Yb), val, grad, products_plan(model, method), numba.get_num_threads(),
                          cubic_factors(model, method), hb)
 
 
@@ -261,9 +262,12 @@ def certainty_from(a: float, eta_x, eta_y, eta_xy) -> np.ndarray:
 def predict_global(model: TGPModel, X: np.ndarray, *, method: str, init, max_iter: int, tol: float,
                    threads: int | None, optimizer: str, trust_radius: float, batch_size: int, progress,
                    ftol: float) -> Prediction:
-    """:func:`fastsm.tgp.predict` for a global model, with validated inputs and options: a model in
-    Cholesky form (a local model's) by :func:`predict_fused`, others by :func:`predict_staged`."""
-    run = predict_fused if model.factor_form == "cholesky" and method in ("kl", "sm") else predict_staged
+    """:func:`fastsm.tgp.predict` for a global model, with validated inputs and options: a model whose
+    substitutions run by row loops (a local model's) by :func:`predict_fused`, others by
+    :func:`predict_staged` (bitwise the same; the fused kernel saves the stages' calls where a
+    model predicts one or a few points)."""
+    fused = model.factor_form == "cholesky" and products_plan(model).rows and method in ("kl", "sm")
+    run = predict_fused if fused else predict_staged
     return run(model, X, method=method, init=init, max_iter=max_iter, tol=tol, threads=threads, optimizer=optimizer,
                trust_radius=trust_radius, batch_size=batch_size, progress=progress, ftol=ftol)
 

@@ -149,8 +149,8 @@ class CompactModel:
         n = self.X.shape[0]
         symmetric = parts.get("factor_form") == "cholesky"  # symmetric storage: L below, L^T above
         for name in _TRIANGULAR:
-            if parts[name] is not None:
-                parts[name] = unpack_lower(parts[name], n, symmetric)
+            if parts[name] is not None:  # G is lower triangular in either form
+                parts[name] = unpack_lower(parts[name], n, symmetric and name != "G")
         return TGPModel._from_parts(self.X, self.Y, self.params, self.methods, parts, self.sample_weight,
                                     copy=False)
 

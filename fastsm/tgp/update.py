@@ -1,16 +1,17 @@
 """Updates of a fitted model without a refit: append training points, remove them (docs/math.md §2, [SM] App. 1),
 another ``alpha`` (:func:`with_alpha`).
 
-A model holds inverse Cholesky factors ``W = L^-1`` (:mod:`fastsm.tgp.fitting`).  Appending
-``m`` points to ``K = L L^T`` with the cross kernel ``k`` (N×m) and the new block ``kappa`` (m×m,
-noise on its diagonal) is the bordered Cholesky factorisation: with ``B = (W k)^T`` and
-``S = kappa - B B^T = D D^T``::
+A model holds Cholesky factors ``L`` (Cholesky form) or inverse factors ``W = L^-1`` (inverse form,
+:mod:`fastsm.tgp.fitting`); an update keeps the form.  Appending ``m`` points to ``K = L L^T`` with
+the cross kernel ``k`` (N×m) and the new block ``kappa`` (m×m, noise on its diagonal) is the
+bordered Cholesky factorisation: with ``B = (W k)^T = (L^-1 k)^T`` (a triangular solve in Cholesky
+form) and ``S = kappa - B B^T = D D^T``::
 
     L' = [[L, 0], [B, D]],   W' = [[W, 0], [-D^-1 B W, D^-1]],   log|K'| = log|K| + log|S|
 
 — O(N^2 m) instead of the refit's O((N+m)^3).  IKLTGP's ``G = W_Y L_X`` borders the same way:
 ``G' = [[G, 0], [D_Y^-1 (B_X - B_Y G), D_Y^-1 D_X]]``.  Removing a point rotates the factors
-(:mod:`fastsm._kernels.factor_update`), O(N^2) per point.
+(:mod:`fastsm._kernels.factor_update`: ``W``'s rows, or ``L``'s columns), O(N^2) per point.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.linalg import cho_factor, solve_triangular
 
-from fastsm._kernels.factor_update import drop_index, rotate_and_drop
+from fastsm._kernels.factor_update import drop_index, drop_index_cholesky, rotate_and_drop
 from fastsm._kernels.rbf import rbf_cross, rbf_gram
 from fastsm._threads import thread_limits
 from fastsm._validation import as_2d
@@ -32,11 +33,11 @@ from fastsm.tgp.fitting import (
     output_spread,
     remedy,
     ridge,
+    spd_cholesky,
     spd_factor,
     weighted_gram,
 )
 from fastsm.tgp.model import TGPModel, check_model
-from fastsm.tgp.views import require_inverse_form
 
 #: Schur-complement pivots below this fraction of the new point's own kernel value count as duplicates.
 SCHUR_FLOOR = 1e-12
@@ -85,6 +86,28 @@ def _border(W: np.ndarray, logdet: float, k: np.ndarray, kappa: np.ndarray, name
     return out, logdet + logdet_s, B, D
 
 
+def _border_cholesky(S: np.ndarray, logdet: float, k: np.ndarray, kappa: np.ndarray, name: str, lam_name: str):
+    """``(S', log|K'|, B, D)`` of ``[[K, k], [k^T, kappa]]`` from its Cholesky factor in symmetric storage
+    ``S``: ``L' = [[L, 0], [B, D]]`` with ``B = (L^-1 k)^T`` (one triangular solve) and ``D`` the Cholesky
+    factor of the Schur complement ``kappa - B B^T`` (a model in Cholesky form, #55)."""
+    n, m = k.shape
+    B = solve_triangular(S, k, lower=True, check_finite=False).T  # reads S's lower triangle: L
+    Sc = kappa - B @ B.T
+    Sc = 0.5 * (Sc + Sc.T)
+    message = (f"{name} with the new points is not positive definite (a new point duplicates a training point or "
+               f"another new point); duplicates need {lam_name} > 0")
+    c, logdet_s = _spd_factor(Sc, message)
+    if np.any(np.diag(c[0]) ** 2 <= SCHUR_FLOOR * np.diag(kappa)):
+        raise ValueError(message)
+    D = np.tril(c[0])
+    out = np.empty((n + m, n + m))
+    out[:n, :n] = S
+    out[n:, :n] = B
+    out[:n, n:] = B.T
+    out[n:, n:] = D + np.tril(D, -1).T
+    return out, logdet + logdet_s, B, D
+
+
 def _noise(lam: float, w: np.ndarray | None, m: int) -> np.ndarray:
     return np.full(m, lam) if w is None else lam / w
 
@@ -127,7 +150,6 @@ def partial_fit(model: TGPModel, X_new: ArrayLike, Y_new: ArrayLike, *, sample_w
         a training point while its regulariser is 0.
     """
     model = check_model(model)
-    require_inverse_form(model, "partial_fit")
     Xn = as_2d("X_new", X_new)
     Yn = as_2d("Y_new", Y_new)
     dx, dy = model.X.shape[1], model.Y.shape[1]
@@ -159,18 +181,26 @@ def partial_fit(model: TGPModel, X_new: ArrayLike, Y_new: ArrayLike, *, sample_w
         Kx_n = _block(Xn, gx, _noise(p.lambda_x, wn, m))
         Ky_n = _block(Yn, gy, _noise(p.lambda_y, wn, m))
         a = p.alpha
-        Wx, ld_x, Bx, Dx = _border(model.Wx, model.logdet_x, kx, Kx_n, "K_X", "lambda_x")
-        Wy, ld_y, By, Dy = _border(model.Wy, model.logdet_y, ky, Ky_n, "K_Y", "lambda_y")
-        Wxy, ld_xy, _, _ = _border(model.Wxy, model.logdet_xy, (1 - a) * kx + a * ky,
-                                   (1 - a) * Kx_n + a * Ky_n, "K_XY", "lambda_x or lambda_y")
+        chol = model.factor_form == "cholesky"
+        border = _border_cholesky if chol else _border
+        Wx, ld_x, Bx, Dx = border(model.Wx, model.logdet_x, kx, Kx_n, "K_X", "lambda_x")
+        Wy, ld_y, By, Dy = border(model.Wy, model.logdet_y, ky, Ky_n, "K_Y", "lambda_y")
+        Wxy, ld_xy, _, _ = border(model.Wxy, model.logdet_xy, (1 - a) * kx + a * ky,
+                                  (1 - a) * Kx_n + a * Ky_n, "K_XY", "lambda_x or lambda_y")
         G = None
         if model.G is not None:
+            # L_Y' G' = L_X': G' = [[G, 0], [Dy^-1 (Bx - By G), Dy^-1 Dx]] (Dy^-1 = the new block of W_Y')
             n = model.n_train
             G = np.zeros((n + m, n + m))
             G[:n, :n] = model.G
-            G[n:, :n] = Wy[n:, n:] @ (Bx - By @ model.G)
-            G[n:, n:] = np.tril(Wy[n:, n:] @ Dx)
-    factors = {"Wx": Wx, "Wy": Wy, "Wxy": Wxy, "logdet_x": ld_x, "logdet_y": ld_y, "logdet_xy": ld_xy}
+            if chol:
+                G[n:, :n] = solve_triangular(Dy, Bx - By @ model.G, lower=True, check_finite=False)
+                G[n:, n:] = np.tril(solve_triangular(Dy, Dx, lower=True, check_finite=False))
+            else:
+                G[n:, :n] = Wy[n:, n:] @ (Bx - By @ model.G)
+                G[n:, n:] = np.tril(Wy[n:, n:] @ Dx)
+    factors = {"Wx": Wx, "Wy": Wy, "Wxy": Wxy, "logdet_x": ld_x, "logdet_y": ld_y, "logdet_xy": ld_xy,
+               "factor_form": model.factor_form}
     # every array here is new and held by nobody else: frozen, not copied
     return TGPModel._from_parts(X, Y, p, model.methods, _parts(X, Y, w, factors, G), w, copy=False)
 
@@ -195,18 +225,22 @@ def _check_indices(indices, n: int) -> np.ndarray:
 def _drop(model: TGPModel, R: np.ndarray):
     """The factors, log-determinants and ``G`` without the points ``R`` (rotations, highest index first)."""
     Wx, Wy, Wxy, G = model.Wx, model.Wy, model.Wxy, model.G
+    chol = model.factor_form == "cholesky"
+    drop = drop_index_cholesky if chol else drop_index
     for i in R[::-1]:
         i = int(i)
-        Wx, cx, sx = drop_index(Wx, i)
-        Wy, cy, sy = drop_index(Wy, i)
-        Wxy, _, _ = drop_index(Wxy, i)
+        Wx, cx, sx = drop(Wx, i)
+        Wy, cy, sy = drop(Wy, i)
+        Wxy, _, _ = drop(Wxy, i)
         if G is not None:
             G = rotate_and_drop(G, i, cy, sy, cx, sx)
     for name, W in (("K_X", Wx), ("K_Y", Wy), ("K_XY", Wxy)):
         if not np.all(np.isfinite(W)) or np.any(np.diag(W) == 0.0):
             raise ValueError(f"the factor of {name} lost definiteness to rounding while removing points; refit instead")
-    logdet = [-2.0 * float(np.sum(np.log(np.abs(np.diag(W))))) for W in (Wx, Wy, Wxy)]
-    return {"Wx": Wx, "Wy": Wy, "Wxy": Wxy, "logdet_x": logdet[0], "logdet_y": logdet[1], "logdet_xy": logdet[2]}, G
+    sign = 2.0 if chol else -2.0  # log|K| = 2 sum log L_ii = -2 sum log |W_ii|
+    logdet = [sign * float(np.sum(np.log(np.abs(np.diag(W))))) for W in (Wx, Wy, Wxy)]
+    return {"Wx": Wx, "Wy": Wy, "Wxy": Wxy, "logdet_x": logdet[0], "logdet_y": logdet[1], "logdet_xy": logdet[2],
+            "factor_form": model.factor_form}, G
 
 
 def remove(model: TGPModel, indices: ArrayLike, *, threads: int | None = None) -> TGPModel:
@@ -230,7 +264,6 @@ def remove(model: TGPModel, indices: ArrayLike, *, threads: int | None = None) -
     TGPModel
     """
     model = check_model(model)
-    require_inverse_form(model, "remove")
     n = model.n_train
     R = _check_indices(indices, n)
     if R.size == 0:
@@ -250,7 +283,7 @@ def with_alpha(model: TGPModel, alpha: float, beta: float | None = None) -> TGPM
     ``W_X``, ``W_Y``, ``G``, the ridge start and the spread are shared
     (the arrays are read-only), so this costs one Cholesky instead of a fit.
     """
-    require_inverse_form(check_model(model), "with_alpha")
+    model = check_model(model)
     p = dataclasses.replace(model.params, alpha=alpha, beta=model.params.beta if beta is None else beta)
     if p.alpha == model.params.alpha:
         parts_xy = {"Wxy": model.Wxy, "logdet_xy": model.logdet_xy}
@@ -260,10 +293,11 @@ def with_alpha(model: TGPModel, alpha: float, beta: float | None = None) -> TGPM
             gx, gy = p.widths()
             Kxy = ((1.0 - p.alpha) * weighted_gram(model.X, gx, p.lambda_x, w)
                    + p.alpha * weighted_gram(model.Y, gy, p.lambda_y, w))
-            _, Wxy, ld = spd_factor(Kxy, "K_XY", remedy("lambda_x or lambda_y", min(p.lambda_x, p.lambda_y), w),
-                                    want_L=False)
+            factor = spd_cholesky if model.factor_form == "cholesky" else spd_factor
+            _, Wxy, ld = factor(Kxy, "K_XY", remedy("lambda_x or lambda_y", min(p.lambda_x, p.lambda_y), w),
+                                want_L=False)
         parts_xy = {"Wxy": Wxy, "logdet_xy": ld}
     parts = {name: getattr(model, name) for name in ("Wx", "Wy", "G", "logdet_x", "logdet_y", "y_spread",
-                                                      "ridge_coef")}
+                                                      "ridge_coef", "factor_form")}
     return TGPModel._from_parts(model.X, model.Y, p, model.methods, {**parts, **parts_xy}, model.sample_weight,
                                 copy=False)

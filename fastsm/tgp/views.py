@@ -13,17 +13,20 @@ from fastsm._kernels import objectives as obj
 from fastsm._kernels.gemm import TilePlan
 from fastsm._kernels.points import Fitted
 from fastsm._products import ROW_PLAN, ROW_SOLVE_PLAN, product_factor, tile_plan
+from fastsm.tgp.fitting import inverse_parts
 from fastsm.tgp.model import TGPModel, TGPParams
 
 METHOD_CODE = {"kl": obj.KL, "ikl": obj.IKL, "sm": obj.SM, "sm_cubic": obj.SM_CUBIC}
 
 
-def require_inverse_form(model: TGPModel, what: str) -> None:
-    """``what`` (leave-one-out, updates) works on the inverse factors of models from :func:`fastsm.tgp.fit`."""
-    if model.factor_form != "inverse":
-        raise ValueError(f"{what} needs a model from fastsm.tgp.fit (inverse factors); this model is in "
-                         f"{model.factor_form} form (a local model's)")
-
+def inverse_form(model: TGPModel) -> TGPModel:
+    """``model`` in inverse form (``W = L^-1`` explicit): itself, or for a model in Cholesky form a
+    twin whose factors are inverted once (O(N^3), :func:`fastsm.tgp.fitting.inverse_parts`).
+    Leave-one-out's projections and the updates' rotations are written for the inverse form."""
+    if model.factor_form == "inverse":
+        return model
+    return TGPModel._from_parts(model.X, model.Y, model.params, model.methods, inverse_parts(model),
+                                model.sample_weight, copy=False)
 
 def eta_floor(p: TGPParams) -> float:
     """The floor of the etas for parameters ``p`` (``config.ETA_FLOOR_REL`` relative to ``k(z, z)``)."""
@@ -39,13 +42,16 @@ def use_row_products(model: TGPModel) -> None:
         object.__setattr__(model, "_row_products", True)
 
 
-def products_plan(model: TGPModel) -> TilePlan:
-    """How ``model``'s products run: substitutions by row loops (a model in Cholesky form), row
-    loops (:func:`use_row_products`) or DTRMM tiles of the checked menu for its ``N`` (batches of
-    many points, BLAS-3)."""
+def products_plan(model: TGPModel, method: str = "kl") -> TilePlan:
+    """How ``model``'s products for ``method`` run: row loops (:func:`use_row_products`) or DTRSM/DTRMM
+    tiles of the checked menu for its ``N`` (batches of many points, BLAS-3).  In Cholesky form the
+    products with ``W = L^-1`` are substitutions (``plan.solve``), all but IKLTGP's with its explicit
+    ``G`` (the objective's second factor)."""
+    rows = model.__dict__.get("_row_products", False)
     if model.factor_form == "cholesky":
-        return ROW_SOLVE_PLAN
-    return ROW_PLAN if model.__dict__.get("_row_products", False) else tile_plan(model.n_train)
+        plan = ROW_SOLVE_PLAN if rows else tile_plan(model.n_train)
+        return plan._replace(solve=1 if method == "ikl" else 3)
+    return ROW_PLAN if rows else tile_plan(model.n_train)
 
 
 def product_factors(model: TGPModel) -> dict[str, np.ndarray]:
@@ -54,11 +60,13 @@ def product_factors(model: TGPModel) -> dict[str, np.ndarray]:
     once per model), else the factors themselves."""
     names = [name for name in ("Wx", "Wy", "Wxy", "G") if getattr(model, name) is not None]
     plan = products_plan(model)
-    if not plan.rows or plan.solve:
+    stored = {"Wx", "Wy", "Wxy"} if model.factor_form == "cholesky" else set()  # symmetric storage already
+    if not plan.rows or stored.issuperset(names):
         return {name: getattr(model, name) for name in names}
     found = model.__dict__.get("_product_factors")
     if found is None:
-        found = {name: product_factor(getattr(model, name), plan) for name in names}
+        found = {name: getattr(model, name) if name in stored else product_factor(getattr(model, name), plan)
+                 for name in names}
         object.__setattr__(model, "_product_factors", found)
     return found
 
