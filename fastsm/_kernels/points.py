@@ -87,21 +87,22 @@ def point_data(fit, Xb, method, plan, nthreads, held):
     """``(F, eta_x, g_xy, extrapolated)`` of the points ``Xb`` for ``method`` (docs/math.md §2; the table of
     :mod:`fastsm._kernels.objectives`), ``g_xy = W_XY k_x`` (SMTGP's ``F``, and the certainty's).
 
-    ``held`` (leave-one-out): the training point left out of each row's model; its kernel entry
-    is zeroed and every forward product projected onto the ``N-1``-point model.  A point is
-    extrapolated where every ``k(x, x_i) < config.EXTRAPOLATION_K`` (NaN: not).
+    ``held`` (leave-one-out): the training point left out of each row's model; every forward product
+    is projected onto the ``N-1``-point model (:func:`~fastsm._kernels.objectives.project_out`, from
+    the full kernel row: the left-out entry's value drops out).  A point is extrapolated where every
+    ``k(x, x_i) < config.EXTRAPOLATION_K`` over its model's points (NaN: not).
     """
     m = Xb.shape[0]
     n = fit.X.shape[0]
     Kx = np.empty((m, n))
     rbf_cross(Xb, fit.X, fit.gamma_x, Kx)
-    if held is not None:
-        for r in range(m):
-            Kx[r, held[r]] = 0.0
     ex = np.empty(m, dtype=np.bool_)
     for r in range(m):
         top = -np.inf
+        skip = -1 if held is None else held[r]
         for j in range(n):
+            if j == skip:
+                continue
             v = Kx[r, j]
             if np.isnan(v):
                 top = v

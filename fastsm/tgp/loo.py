@@ -1,12 +1,13 @@
 """Exact leave-one-out predictions by projecting the stored factors (no refits).
 
 The model trained without training point ``i`` has the kernel matrices with row and column
-``i`` removed.  With ``A = K^-1 = W^T W`` (``W = L^-1``, the model's factor), ``w = W[:, i]``
-and ``k~`` a kernel column whose entry ``i`` is zeroed::
+``i`` removed.  With ``A = K^-1 = W^T W`` (``W = L^-1``, the inverse form of the model's factor,
+:func:`fastsm.tgp.views.inverse_form`), ``w = W[:, i]`` and ``k`` the full kernel column::
 
-    K_{-i}^-1 k~_{-i} = (W^T P W k~)_{-i},   k~^T K_{-i}^-1 k~ = ||P W k~||^2,
+    K_{-i}^-1 k_{-i} = (W^T P W k)_{-i},   k_{-i}^T K_{-i}^-1 k_{-i} = ||P W k||^2,
 
-with ``P`` the projector onto the complement of ``w`` — the batched triangular products of the
+with ``P`` the projector onto the complement of ``w`` (``P W e_i = 0``: entry ``i`` of ``k`` drops
+out; keeping its true value, not 0, avoids a cancellation, #55) — the batched triangular products of the
 full model plus an O(N) projection per point between them, for ``K_X``, ``K_Y``, ``K_XY`` and
 IKLTGP's ``G`` (:func:`fastsm._kernels.objectives.project_out`).  Leave-one-out of all
 ``N`` points therefore costs about one batch prediction of ``N`` points,

@@ -44,9 +44,8 @@ def prepare_points(model: TGPModel, Xb: np.ndarray, method: str, held: np.ndarra
 
     Returns ``F, eta_x, g_xy, extrapolated`` with ``g_xy = W_XY k_x`` (SMTGP's ``F``, and the
     certainty's); :func:`fastsm._kernels.points.point_data` on the caller's Numba threads.
-    ``held`` (leave-one-out): the training point left out of each row's model; its kernel entry
-    is zeroed and every forward product projected onto the ``N-1``-point model
-    (:func:`~fastsm._kernels.objectives.project_out`).
+    ``held`` (leave-one-out): the training point left out of each row's model; every forward
+    product is projected onto the ``N-1``-point model (:func:`~fastsm._kernels.objectives.project_out`).
     """
     return point_data(fitted(model), np.ascontiguousarray(Xb, dtype=np.float64), METHOD_CODE[method],
                       products_plan(model), numba.get_num_threads(),
