@@ -57,7 +57,8 @@ def potrf_symmetric(A):
     A C-ordered symmetric matrix reads as itself in Fortran order: ``dpotrf("L")`` writes ``L`` into
     the Fortran lower triangle, which is the C upper triangle, transposed (``A[j, i] = L[i, j]``,
     the memory of a Fortran-ordered ``L``: the same call on the same bytes as
-    :func:`fastsm._lapack.potrf_trtri`); the C lower triangle is then filled with ``L``.
+    every Cholesky factor of fastsm above ``CHOLESKY_MAX_N``: the one LAPACK binding); the C lower
+    triangle is then filled with ``L``.
     With ``info != 0`` (the leading minor of that order is not positive) ``A`` is meaningless.
     """
     n = A.shape[0]

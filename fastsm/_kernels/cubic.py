@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from fastsm._kernels.linalg import small_cholesky, small_cholesky_solve
+from fastsm._kernels.linalg import cholesky, cholesky_solve
 from fastsm._kernels.rank_one import bordered_inverse
 from fastsm._kernels.rbf import contract_jacobian
 from fastsm.config import kernel
@@ -33,18 +33,16 @@ def sm_cubic_point(obj, ky, kx, Kxinv, Kyinv):
     Sp_inv, eta_x = bordered_inverse(Kxinv, kx, kxx)
     Sq_inv, eta_y = bordered_inverse(Kyinv, ky, kyy)
     M = a * Sp_inv + (1.0 - a) * Sq_inv
-    L, ok = small_cholesky(M)
+    L = np.zeros((n + 1, n + 1))
+    ok, logdet_m = cholesky(M, L)
     e = np.empty(n + 1)
     for i in range(n + 1):
         e[i] = Sq_inv[i, n]
     if not ok:
         return np.nan, e, eta_y
-    logdet_m = 0.0
-    for i in range(n + 1):
-        logdet_m += 2.0 * np.log(L[i, i])
     log_rho2 = -(a * (logdet_x + np.log(eta_x)) + (1.0 - a) * (logdet_y + np.log(eta_y)) + logdet_m)
     # d log rho^2 / dy = -2 (1-a) A[:N, N]^T J, A = Sq^-1 - Sq^-1 M^-1 Sq^-1
-    z = small_cholesky_solve(L, e)
+    z = cholesky_solve(L, e)
     col = e.copy()
     for i in range(n + 1):
         t = 0.0

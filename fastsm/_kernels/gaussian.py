@@ -1,8 +1,8 @@
 """Divergences between Gaussians, one pair per ``prange`` iteration (docs/math.md §4).
 
-Our own Cholesky returns a status instead of raising: an exception raised by
-``np.linalg.cholesky`` inside ``prange`` is silently lost (checked with
-Numba 0.68), so a non-SPD input would go unnoticed.  Status codes:
+The Cholesky factorisation (:func:`fastsm._kernels.linalg.cholesky`) returns a status instead of
+raising: an exception raised by ``np.linalg.cholesky`` inside ``prange`` is silently lost (checked
+with Numba 0.68), so a non-SPD input would go unnoticed.  Status codes:
 0 ok, 1 ``S_p`` not SPD, 2 ``S_q`` not SPD, 3 the mixed matrix not SPD.
 
 With ``Delta = mu_p - mu_q`` and ``S = a S_q + (1-a) S_p``::
@@ -20,54 +20,11 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
+from fastsm._kernels.linalg import backward_solve, cholesky, forward_solve
 from fastsm.config import kernel
 
 FORM_CHOLESKY = 0
 FORM_NIELSEN = 1
-
-
-@kernel()
-def cholesky(A, L):
-    """Lower Cholesky factor of ``A`` into ``L``; returns ``(ok, log|A|)``."""
-    n = A.shape[0]
-    logdet = 0.0
-    for i in range(n):
-        for j in range(i + 1):
-            s = A[i, j]
-            for k in range(j):
-                s -= L[i, k] * L[j, k]
-            if i == j:
-                if not s > 0.0:
-                    return False, 0.0
-                L[i, i] = np.sqrt(s)
-                logdet += 2.0 * np.log(L[i, i])
-            else:
-                L[i, j] = s / L[j, j]
-        for j in range(i + 1, n):
-            L[i, j] = 0.0
-    return True, logdet
-
-
-@kernel()
-def forward_solve(L, b, x):
-    """Solve ``L x = b`` (lower triangular)."""
-    n = L.shape[0]
-    for i in range(n):
-        s = b[i]
-        for k in range(i):
-            s -= L[i, k] * x[k]
-        x[i] = s / L[i, i]
-
-
-@kernel()
-def backward_solve(L, b, x):
-    """Solve ``L^T x = b``."""
-    n = L.shape[0]
-    for i in range(n - 1, -1, -1):
-        s = b[i]
-        for k in range(i + 1, n):
-            s -= L[k, i] * x[k]
-        x[i] = s / L[i, i]
 
 
 @kernel()

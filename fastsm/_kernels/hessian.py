@@ -22,7 +22,7 @@ import numpy as np
 from numba import prange
 
 from fastsm._kernels.gemm import tri_products
-from fastsm._kernels.linalg import small_cholesky, small_cholesky_solve
+from fastsm._kernels.linalg import cholesky, cholesky_solve
 from fastsm._kernels.objectives import (
     K_ROW,
     R1_ROW,
@@ -161,13 +161,14 @@ def seed(p, Hx, it):
         for e in range(d):
             if not np.isfinite(Hx[c, e]):
                 return
-    L, ok = small_cholesky(Hx)
+    L = np.zeros((d, d))
+    ok, _ = cholesky(Hx, L)
     if not ok:
         return
     unit = np.zeros(d)
     for c in range(d):  # H^-1 column by column
         unit[c] = 1.0
-        col = small_cholesky_solve(L, unit)
+        col = cholesky_solve(L, unit)
         unit[c] = 0.0
         for i in range(d):
             it.H[p, i, c] = col[i]

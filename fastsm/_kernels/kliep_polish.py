@@ -16,7 +16,7 @@ from fastsm._kernels.kliep_problem import (
     gradient,
     log_sum,
 )
-from fastsm._kernels.linalg import small_cholesky, small_cholesky_solve
+from fastsm._kernels.linalg import cholesky, cholesky_solve
 from fastsm.config import kernel
 
 
@@ -95,11 +95,12 @@ def _newton(p, mu, S, k, r, buf):
         dmax = max(dmax, H[q, q])
     for q in range(k):
         H[q, q] += 1e-13 * dmax + 1e-300
-    L, ok = small_cholesky(H)
+    L = np.zeros((k, k))
+    ok, _ = cholesky(H, L)
     if not ok:
         return E, g, 0.0, False
-    x1 = small_cholesky_solve(L, g)
-    x2 = small_cholesky_solve(L, np.ones(k))
+    x1 = cholesky_solve(L, g)
+    x2 = cholesky_solve(L, np.ones(k))
     nu = np.sum(x1) / np.sum(x2)
     delta = x1 - nu * x2
     dec = 0.0

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from fastsm._kernels.gaussian import backward_solve, cholesky, forward_solve
+from fastsm._kernels.linalg import backward_solve, cholesky, forward_solve
 from fastsm.config import kernel
 
 BARRIER_FACTOR = 100.0

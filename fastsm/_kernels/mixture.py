@@ -11,7 +11,8 @@ from typing import NamedTuple
 import numpy as np
 from numba import prange
 
-from fastsm._kernels.gaussian import forward_solve, kl_from_factors, log_rho_pair
+from fastsm._kernels.gaussian import kl_from_factors, log_rho_pair
+from fastsm._kernels.linalg import forward_solve
 from fastsm.config import kernel
 
 LOG_2PI = np.log(2.0 * np.pi)

@@ -5,7 +5,8 @@ from fastsm.tgp.local import LocalTGPModel, fit_local
 from fastsm.tgp.loo import loo_predict
 from fastsm.tgp.model import Prediction, TGPModel, TGPParams
 from fastsm.tgp.params import TOY1_PARAMS, median_sq_distance, scale_gamma
-from fastsm.tgp.select import Selection, select
+from fastsm.tgp.select import select
+from fastsm.tgp.selection import Selection
 from fastsm.tgp.update import partial_fit, remove, with_alpha
 
 __all__ = [

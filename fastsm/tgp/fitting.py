@@ -125,7 +125,7 @@ def check_training(X, Y, params: TGPParams, methods, sample_weight=None) -> tupl
 def spd_factor(K: np.ndarray, name: str, remedy: str, want_L: bool = True) -> tuple[np.ndarray | None, np.ndarray,
                                                                                    float]:
     """``(L, W, log|K|)`` of an SPD matrix: its lower Cholesky factor and ``W = L^-1`` (LAPACK
-    potrf and :func:`fastsm._lapack.potrf_trtri`'s inverse, GIL released); ``L`` is ``None`` unless
+    potrf and the triangular inverse, :func:`fastsm._lapack.potrf_trtri`, GIL released); ``L`` is ``None`` unless
     ``want_L``.  Call on one BLAS thread (see the module docstring).
 
     Raises
