@@ -4,7 +4,8 @@ import time
 
 import pytest
 
-from fastsm._threads import run_interruptible, worker_pool
+from fastsm._interrupt import run_interruptible
+from fastsm._threads import worker_pool
 from tests.conftest import run_python
 
 
@@ -16,7 +17,7 @@ def test_ended_callers_and_worker_pools_leave_no_threads_behind():
     code = """
     import gc, threading, time
     from fastsm import datasets, tgp
-    import fastsm._threads as th
+    import fastsm._interrupt as th
     th.INTERRUPTIBLE_FLOPS = 0.0
     X, Xt, Y, _ = datasets.toy1(0, n_train=100, n_test=10)
     m = tgp.fit(X, Y)

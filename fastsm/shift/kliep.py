@@ -13,10 +13,11 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
+from fastsm._interrupt import run_interruptible
 from fastsm._kernels import frank_wolfe as fwk
 from fastsm._kernels import kliep_pg, kliep_polish
 from fastsm._kernels import kliep_problem as kp
-from fastsm._threads import Compute, run_interruptible, thread_limits
+from fastsm._threads import Compute, thread_limits
 from fastsm._validation import as_2d, as_rng, check_distances
 from fastsm._warn import warn
 

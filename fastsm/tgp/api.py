@@ -15,7 +15,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from fastsm import config
-from fastsm._threads import Compute, run_interruptible
+from fastsm._interrupt import run_interruptible
+from fastsm._threads import Compute
 from fastsm._validation import check_choice, check_int, check_scalar
 from fastsm.tgp.fitting import METHODS, check_training, factorize
 from fastsm.tgp.local import LocalTGPModel, predict_local

@@ -17,12 +17,13 @@ import numba
 import numpy as np
 
 from fastsm import config
+from fastsm._interrupt import run_interruptible
 from fastsm._kernels import objectives as obj
 from fastsm._kernels.optimize import Options, minimize_batch
 from fastsm._kernels.points import evaluate_into, linear_rows, point_data, supported_rows
 from fastsm._kernels.predict import GIVEN, KL_START, LINEAR, Run, predict_rows
 from fastsm._progress import Progress
-from fastsm._threads import Compute, run_interruptible, thread_limits
+from fastsm._threads import Compute, thread_limits
 from fastsm._validation import as_2d, check_choice, check_int, check_scalar
 from fastsm._warn import warn
 from fastsm.exceptions import ExtrapolationWarning
