@@ -65,10 +65,8 @@ def _spd_factor(S: np.ndarray, message: str):
     return c, 2.0 * float(np.sum(np.log(np.diag(c[0]))))
 
 
-def _border(W: np.ndarray, logdet: float, k: np.ndarray, kappa: np.ndarray, name: str, lam_name: str):
-    """``(W', log|K'|, B, D)`` of ``[[K, k], [k^T, kappa]]`` from ``W = L^-1`` (module docstring)."""
-    n, m = k.shape
-    B = (W @ k).T
+def _schur_factor(B: np.ndarray, kappa: np.ndarray, name: str, lam_name: str) -> tuple[np.ndarray, float]:
+    """``(D, log|S|)``: the Cholesky factor of the Schur complement ``S = kappa - B B^T`` of the new block."""
     S = kappa - B @ B.T
     S = 0.5 * (S + S.T)
     message = (f"{name} with the new points is not positive definite (a new point duplicates a training point or "
@@ -77,7 +75,14 @@ def _border(W: np.ndarray, logdet: float, k: np.ndarray, kappa: np.ndarray, name
     # a pivot at rounding level is a duplicate too: its inverse would be rounding noise
     if np.any(np.diag(c[0]) ** 2 <= SCHUR_FLOOR * np.diag(kappa)):
         raise ValueError(message)
-    D = np.tril(c[0])
+    return np.tril(c[0]), logdet_s
+
+
+def _border(W: np.ndarray, logdet: float, k: np.ndarray, kappa: np.ndarray, name: str, lam_name: str):
+    """``(W', log|K'|, B, D)`` of ``[[K, k], [k^T, kappa]]`` from ``W = L^-1`` (module docstring)."""
+    n, m = k.shape
+    B = (W @ k).T
+    D, logdet_s = _schur_factor(B, kappa, name, lam_name)
     D_inv = solve_triangular(D, np.eye(m), lower=True, check_finite=False)
     out = np.zeros((n + m, n + m))
     out[:n, :n] = W
@@ -92,14 +97,7 @@ def _border_cholesky(S: np.ndarray, logdet: float, k: np.ndarray, kappa: np.ndar
     factor of the Schur complement ``kappa - B B^T`` (a model in Cholesky form, #55)."""
     n, m = k.shape
     B = solve_triangular(S, k, lower=True, check_finite=False).T  # reads S's lower triangle: L
-    Sc = kappa - B @ B.T
-    Sc = 0.5 * (Sc + Sc.T)
-    message = (f"{name} with the new points is not positive definite (a new point duplicates a training point or "
-               f"another new point); duplicates need {lam_name} > 0")
-    c, logdet_s = _spd_factor(Sc, message)
-    if np.any(np.diag(c[0]) ** 2 <= SCHUR_FLOOR * np.diag(kappa)):
-        raise ValueError(message)
-    D = np.tril(c[0])
+    D, logdet_s = _schur_factor(B, kappa, name, lam_name)
     out = np.empty((n + m, n + m))
     out[:n, :n] = S
     out[n:, :n] = B
