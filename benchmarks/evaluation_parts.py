@@ -47,13 +47,13 @@ def _kernel_rows(obj, Yt, work, m):
 @njit(parallel=True)
 def _middle_rows(obj, pts, idx, work, out, m):
     for r in prange(m):
-        O._middle(obj, pts, r, idx, work, out, None)
+        O._middle(obj, pts, r, idx, work, out)
 
 
 @njit(parallel=True)
 def _value_rows(obj, pts, idx, Yt, work, out, m):
     for r in prange(m):
-        O._row_value_grad(obj, pts, r, idx, Yt, work, out, None)
+        O._row_value_grad(obj, pts, r, idx, Yt, work, out)
 
 
 def median_of(fn, calls: int = 30) -> float:
@@ -81,12 +81,12 @@ def _parts(model, X, Y, n: int, b: int) -> dict:
     plan = views.products_plan(model)
     nt = numba.get_num_threads()
     work = workspace(b, n, plan.heights[0])
-    pts, idx, Yt = Points(F, eta_x), np.arange(b), np.ascontiguousarray(Y)
+    pts, idx, Yt = Points(F, eta_x, np.full(b, -1)), np.arange(b), np.ascontiguousarray(Y)
     out = Evaluations(np.empty(b), np.empty(Y.shape), np.empty(b), np.empty(b), np.zeros(b, dtype=np.int64))
     prod = Products(work, plan, nt)
     fwd = ops2(O.K_ROW, 0, 1, O.Z1_ROW, O.K_ROW, 1, 1, O.Z2_ROW)
     bwd = ops2(O.Z1_ROW, 0, 0, O.R1_ROW, O.Z2_ROW, 1, 0, O.R2_ROW)
-    calls = {"whole evaluation": lambda: O.evaluate_rows(obj, pts, idx, Yt, out, prod, None, None),
+    calls = {"whole evaluation": lambda: O.evaluate_rows(obj, pts, idx, Yt, out, prod, None),
              "kernel rows": lambda: _kernel_rows(obj, Yt, work, b),
              "forward products": lambda: tri_products(work, obj.W1, obj.W2, fwd, b, plan, nt),
              "per-row work": lambda: _middle_rows(obj, pts, idx, work, out, b),

@@ -64,7 +64,8 @@ def update(sizes):
 
 def beta_paths():
     from fastsm._kernels.objectives import Points
-    from fastsm._kernels.optimize import Options, minimize_batch
+    from fastsm._kernels.optimize import minimize_batch
+    from fastsm._kernels.quasi_newton import Options, plain_start
     from fastsm._threads import thread_limits
     from fastsm.tgp import prediction as api
     from fastsm.tgp import views
@@ -80,11 +81,12 @@ def beta_paths():
         n = len(Xt)
         for beta in (0.5, 0.99, 1.5):
             opts = Options(50, np.full(n, 1e-8 * model.y_spread), config.DEFAULT_FTOL,
-                           np.full(n, 0.25 * model.y_spread), True, config.DEFAULT_WINDOW, numba.get_num_threads())
+                           np.full(n, 0.25 * model.y_spread), True, config.DEFAULT_WINDOW, numba.get_num_threads(),
+                           False)
             with thread_limits(None):
                 Yb, _, _, ev, cv, *_ = minimize_batch(
-                    views.objective_view(model, "sm", beta), Points(F, eta_x), start, opts,
-                    np.zeros(1, dtype=np.int64), None, None, views.products_plan(model, "sm"))
+                    views.objective_view(model, "sm", beta), Points(F, eta_x, np.full(n, -1)), plain_start(start),
+                    opts, np.zeros(1, dtype=np.int64), None, views.products_plan(model, "sm"))
             d = np.abs(Yb - free.y).max(axis=1)
             print(f"{name:5} {beta:5.2f} {ev.mean():9.1f} {cv.mean():6.1%} {d.max():17.1e} {np.median(d):9.1e}")
 

@@ -58,6 +58,14 @@ DESCENT_MIN_POINTS: int = 500
 #: it costs 1.2x the time: docs/performance.md "Exact curvature").
 SM_HESSIAN_MAX_DY: int = 32
 
+#: When a point asks for exact curvature (the optimiser's :func:`~fastsm._kernels.quasi_newton.wants_curvature`):
+#: ``(first, every, last)``: first at iteration ``max(first, ceil(dy / 2))`` — once BFGS alone has spent
+#: what a Hessian costs (dy/2 evaluations), so points that converge fast never pay for one (asked at
+#: iteration 3, the Hessian made the digits selection's leave-one-out alpha stage at dy = 32 1.9x
+#: slower) — then every ``every`` iterations, ``last - first`` at most, until one is positive definite;
+#: it replaces the dy iterations BFGS needs to learn the curvature (docs/performance.md, "Exact curvature").
+CURVATURE_SCHEDULE: tuple[int, int, int] = (3, 4, 19)
+
 #: Default step tolerance, relative to the output spread.  A converged position is fixed to about
 #: this; at 1e-8 two BLAS kernel families could stop a tolerance apart (1.2e-8 on
 #: benchmarks/determinism.py's problem), at 1e-9 they agree to 4.4e-9 for 3-7 % more evaluations

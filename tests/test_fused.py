@@ -143,7 +143,7 @@ def test_the_bounds_without_the_held_row_match_numpy(n):
             rest = np.delete(Y, r, axis=0)
             np.testing.assert_array_equal(lo, rest.min(axis=0))
             np.testing.assert_array_equal(hi, rest.max(axis=0))
-        _column_bounds(Y, ext, None, r, lo, hi)
+        _column_bounds(Y, ext, np.full(n, -1), r, lo, hi)  # no row left out
         np.testing.assert_array_equal(lo, Y.min(axis=0))
         np.testing.assert_array_equal(hi, Y.max(axis=0))
 

@@ -31,8 +31,9 @@ def kernel_hessian(model, X, Y, held=None):
         rows = np.arange(m)
         Y = np.ascontiguousarray(Y)
         o = views.objective_view(model, "sm", 1.0)
-        obj.evaluate_rows(o, obj.Points(F, eta_x), rows, Y, out, prod, None, held)
-        hessian_rows(o, rows, rows, Y, out, prod.work, H, jprod, held)
+        held = np.full(m, -1, dtype=np.int64) if held is None else held
+        obj.evaluate_rows(o, obj.Points(F, eta_x, held), rows, Y, out, prod, None)
+        hessian_rows(o, rows, Y, out, prod.work, H, jprod, held)
     return H, out.hits
 
 

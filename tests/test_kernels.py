@@ -5,7 +5,7 @@ import pytest
 from scipy.spatial.distance import cdist
 
 from fastsm._kernels.rank_one import bordered_inverse, sumsq_rows
-from fastsm._kernels.rbf import contract_jacobian, contract_lanes, rbf_cross, rbf_gram
+from fastsm._kernels.rbf import combine_weights, contract_jacobian, contract_lanes, rbf_cross, rbf_gram
 from tests import naive
 from tests.naive import fd_gradient, rbf
 
@@ -105,7 +105,8 @@ def test_contract_lanes_sums_in_its_written_order(rng, n, d):
     v1, v2 = rng.normal(size=(2, n))
     g, w = np.empty(d), np.empty(n)
     Zt = np.ascontiguousarray(Z.T)
-    contract_lanes(y, Zt, k, 0.3, 0.5, v1, -2.0, v2, w, g)
+    combine_weights(0.5, v1, -2.0, v2, k, w)
+    contract_lanes(y, Zt, w, 0.3, g)
     np.testing.assert_array_equal(g, _lanes_in_python(y, Zt, k, 0.3, 0.5, v1, -2.0, v2))
     a = (0.5 * v1.astype(np.longdouble) - 2.0 * v2) * k
     ref = -2 * np.longdouble(0.3) * (y * a.sum() - Z.T.astype(np.longdouble) @ a)

@@ -31,9 +31,9 @@ def _evaluate(model, X, Y, method, nthreads):
     out = obj.Evaluations(np.empty(m), np.empty(Y.shape), np.empty(m), np.empty(m), np.zeros(m, dtype=np.int64))
     with thread_limits(2):
         plan = views.products_plan(model, method)
-        obj.evaluate_rows(views.objective_view(model, method, 1.0), obj.Points(F, eta_x), np.arange(m), Y,
-                          out, obj.Products(obj.workspace(m, model.n_train, plan.heights[0]), plan, nthreads),
-                          None, None)
+        obj.evaluate_rows(views.objective_view(model, method, 1.0), obj.Points(F, eta_x, np.full(m, -1)),
+                          np.arange(m), Y, out,
+                          obj.Products(obj.workspace(m, model.n_train, plan.heights[0]), plan, nthreads), None)
     return out.value, out.grad
 
 

@@ -20,6 +20,8 @@ like :mod:`fastsm._kernels.gemm`'s DTRMM, so that the kernel stays cacheable.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import llvmlite.binding as llvm
 import numpy as np
 from numba import types
@@ -212,18 +214,31 @@ def cholesky_symmetric(A):
 CHOLESKY_MAX_N = 400
 
 
+class TwinKernels(NamedTuple):
+    """The kernels of a twin-GP fit as :func:`twin_factors` reads them."""
+
+    gamma_x: float
+    gamma_y: float
+    lambda_x: float
+    lambda_y: float
+    alpha: float  # K_XY = (1 - alpha) K_X + alpha K_Y
+    weighted: bool  # noise lambda / w_i
+
+
 @kernel()
-def twin_factors(X, Y, gamma_x, gamma_y, lambda_x, lambda_y, alpha, w, weighted, S, logdet, info):
-    """``S[0], S[1], S[2]``: the Cholesky factors of ``K_X``, ``K_Y``, ``K_XY`` in symmetric storage.
+def twin_factors(X, Y, kern, w, S, logdet, info):
+    """``S[0], S[1], S[2]``: the Cholesky factors of ``K_X``, ``K_Y``, ``K_XY`` in symmetric storage, for the
+    kernels :class:`TwinKernels` ``kern``.
 
     ``logdet[k] = 2 sum_i log L_ii`` and ``info[k]`` (as LAPACK's, 0 on success) per factor;
-    ``w`` the weights if ``weighted`` (docs/math.md §6).  ``K_XY``'s entries are ``(1-a) K_X + a K_Y``
+    ``w`` the weights if ``kern.weighted`` (docs/math.md §6).  ``K_XY``'s entries are ``(1-a) K_X + a K_Y``
     computed as NumPy computes the blend (two products, one sum).  Only the upper triangles are
     formed (:func:`cholesky_symmetric` reads no more and fills the lower ones).
     """
-    gram_into(X, gamma_x, lambda_x, w, weighted, S[0])
-    gram_into(Y, gamma_y, lambda_y, w, weighted, S[1])
+    gram_into(X, kern.gamma_x, kern.lambda_x, w, kern.weighted, S[0])
+    gram_into(Y, kern.gamma_y, kern.lambda_y, w, kern.weighted, S[1])
     n = X.shape[0]
+    alpha = kern.alpha
     b = 1.0 - alpha
     for i in range(n):
         x, y, xy = S[0, i, i:], S[1, i, i:], S[2, i, i:]

@@ -125,8 +125,8 @@ def ptr(typingctx, arr, offset):
 
 
 @kernel()
-def gemm_tile(K, r0, h, M, c0, w, P, p0, scal):
-    """``P[p0:p0+h, c0:c0+w] = K[r0:r0+h] @ M[:, c0:c0+w]``: one DGEMM call, operands in place.
+def gemm_tile(K, r0, h, M, c0, w, P, scal):
+    """``P[r0:r0+h, c0:c0+w] = K[r0:r0+h] @ M[:, c0:c0+w]``: one DGEMM call, operands in place.
 
     ``K``, ``M`` and ``P`` are C-contiguous with ``M.shape[0]`` = ``K``'s
     columns; ``scal = [1.0, 0.0]`` (alpha, beta).  In column-major terms the
@@ -137,7 +137,7 @@ def gemm_tile(K, r0, h, M, c0, w, P, p0, scal):
     ldm = M.shape[1]
     ldp = P.shape[1]
     _xxgemm(_D, _N, _N, w, h, n, ptr(scal, 0), ptr(M, c0), ldm, ptr(K, r0 * ldk), ldk, ptr(scal, 1),
-            ptr(P, p0 * ldp + c0), ldp)
+            ptr(P, r0 * ldp + c0), ldp)
 
 
 @kernel()
@@ -264,8 +264,8 @@ def panels(n, plan, use_panels):
 
 
 @kernel(parallel=True)
-def plan_products(K, m, M1, M2, nprod, P1, P2, plan, nthreads):
-    """``P1[:mp] = K[:mp] @ M1`` and (``nprod == 2``) ``P2[:mp] = K[:mp] @ M2`` by the plan's tiles.
+def plan_products(K, m, M, P, plan, nthreads):
+    """``P[:mp] = K[:mp] @ M`` by the plan's tiles (``python -m fastsm bench``'s DGEMM-rate yardstick).
 
     ``K`` must hold ``mp = padded_rows(m, plan)`` rows; the ones past ``m``
     are set to zero here (the tile cover is computed once per call).  Panels
@@ -273,26 +273,21 @@ def plan_products(K, m, M1, M2, nprod, P1, P2, plan, nthreads):
     plan guarantees both give the same rows.  ``nthreads`` (the caller's
     Numba thread count) chooses that split only.
     """
-    n = M1.shape[0]
+    n = M.shape[0]
     starts, heights = row_tiles(m, plan)
     nt = starts.shape[0]
     mp = starts[nt - 1] + heights[nt - 1] if nt > 0 else 0
     for r in range(m, mp):
         for j in range(K.shape[1]):
             K[r, j] = 0.0
-    width, npan = panels(n, plan, nprod * nt < 2 * nthreads)
+    width, npan = panels(n, plan, nt < 2 * nthreads)
     scal = np.array([1.0, 0.0])
-    for task in prange(nprod * nt * npan):
-        g = task // (nt * npan)
-        rem = task - g * nt * npan
-        i = rem // npan
-        j = rem - i * npan
+    for task in prange(nt * npan):
+        i = task // npan
+        j = task - i * npan
         c0 = j * width
         w = min(n, c0 + width) - c0
-        if g == 0:
-            gemm_tile(K, starts[i], heights[i], M1, c0, w, P1, starts[i], scal)
-        else:
-            gemm_tile(K, starts[i], heights[i], M2, c0, w, P2, starts[i], scal)
+        gemm_tile(K, starts[i], heights[i], M, c0, w, P, scal)
 
 
 @kernel()

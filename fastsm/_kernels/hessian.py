@@ -13,16 +13,15 @@ With ``k = k_Y(y)``, ``J = dk/dy`` (N×dy, docs/math.md §1), ``u_y = K_Y^-1 k``
 O(N^2) part, 2 dy triangular products per point (an evaluation has 4), run as GEMM tiles of the
 same plan as the evaluations (:func:`~fastsm._kernels.gemm.tri_products`), so a point's Hessian
 depends on its own data only.  The optimiser (:mod:`fastsm._kernels.optimize`) uses it to seed
-its quasi-Newton matrix where it is positive definite.
+its quasi-Newton matrix where it is positive definite
+(:func:`~fastsm._kernels.quasi_newton.seed_inverse`).
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import prange
 
 from fastsm._kernels.gemm import tri_products
-from fastsm._kernels.linalg import cholesky, cholesky_solve
 from fastsm._kernels.objectives import (
     K_ROW,
     R1_ROW,
@@ -34,35 +33,29 @@ from fastsm._kernels.objectives import (
 )
 from fastsm.config import kernel
 
-#: When a point asks for its exact Hessian (``Options.hessian``): first at iteration
-#: ``max(HESSIAN_FIRST, ceil(dy / 2))`` — once BFGS alone has spent what a Hessian costs (dy/2
-#: evaluations), so points that converge fast never pay for one (asked at iteration 3, the Hessian
-#: made the digits selection's leave-one-out alpha stage at dy = 32 1.9x slower) — then every
-#: ``HESSIAN_EVERY`` iterations, ``HESSIAN_LAST - HESSIAN_FIRST`` at most, until one is positive
-#: definite; it replaces the dy iterations BFGS needs to learn the curvature (docs/performance.md,
-#: "Exact curvature").
-HESSIAN_FIRST, HESSIAN_EVERY, HESSIAN_LAST = 3, 4, 19
 
-
-@kernel(parallel=True)
-def hessian_rows(obj, rr, idx, Yt, out, work, hess, jprod, held):
+@kernel()
+def hessian_rows(obj, rr, Yt, out, work, hess, jprod, held):
     """Exact Hessian (``hess[q]``, dy × dy) of the SM criterion at ``Yt[rr[q]]``, from the evaluation
-    that just ran there (:func:`~fastsm._kernels.objectives.evaluate_rows` of points ``idx`` with
+    that just ran there (:func:`~fastsm._kernels.objectives.evaluate_rows` with
     ``obj.method == SM``, ``obj.beta == 1``): its kernel row and ``u_y``, ``u_xy`` are still rows
-    ``rr[q]`` of ``work``, its etas rows ``rr[q]`` of ``out``.  ``held`` as there (leave-one-out:
-    the left-out point's kernel entry is already zero, so is its Jacobian row, and the Jacobian's
-    forward products are projected like the kernel row's, :func:`~fastsm._kernels.objectives.project_out`).
+    ``rr[q]`` of ``work``, its etas rows ``rr[q]`` of ``out``.  ``held[r]``: the training point left
+    out of evaluated row ``r``'s model, ``-1`` for none (leave-one-out: the left-out point's kernel
+    entry is already zero, so is its Jacobian row, and the Jacobian's forward products are
+    projected like the kernel row's, :func:`~fastsm._kernels.objectives.project_out`).
 
     ``jprod`` (:class:`~fastsm._kernels.objectives.Products`) holds a workspace of at least
-    ``len(rr) * dy`` rows for the Jacobian's products.  A row whose ``eta_y`` or ``eta_xy`` hit the
+    ``len(rr) * dy`` rows for the Jacobian's products.  Only those products (``2 dy`` triangular
+    products of ``N^2`` a point) run on threads; the rest is O(N dy^2) a point, serial: parallel
+    loops cost more compile time than they save.  A row whose ``eta_y`` or ``eta_xy`` hit the
     floor gets a NaN Hessian (its curvature is not the criterion's).
     """
     m = rr.shape[0]
     dy = obj.Z.shape[1]
-    a, gamma, Z = obj.alpha, obj.gamma, obj.Z
+    gamma, Z = obj.gamma, obj.Z
     n = Z.shape[0]
     jw = jprod.work
-    for q in prange(m):
+    for q in range(m):
         k = work[K_ROW, rr[q]]
         y = Yt[rr[q]]
         for d in range(dy):
@@ -70,27 +63,29 @@ def hessian_rows(obj, rr, idx, Yt, out, work, hess, jprod, held):
             for i in range(n):
                 row[i] = -2.0 * gamma * (y[d] - Z[i, d]) * k[i]
     tri_products(jw, obj.W1, obj.W2, ops2(K_ROW, 0, 1, Z1_ROW, K_ROW, 1, 1, Z2_ROW), m * dy, jprod.plan, jprod.nthreads)
-    if held is not None:
-        for t in prange(m * dy):
-            h = held[idx[rr[t // dy]]]
-            if h >= 0:
-                project_out(jw[Z1_ROW, t], obj.W1, h)
-                project_out(jw[Z2_ROW, t], obj.W2, h)
-    for q in prange(m):
+    for t in range(m * dy):  # O(N) a row beside the products' O(N^2): a parallel loop costs more to compile
+        h = held[rr[t // dy]]
+        if h >= 0:
+            project_out(jw[Z1_ROW, t], obj.W1, h)
+            project_out(jw[Z2_ROW, t], obj.W2, h)
+    for q in range(m):
         r = rr[q]
-        _assemble(np.int64(q), a, gamma, Z, Yt[r], work[K_ROW, r], work[R1_ROW, r], work[R2_ROW, r], jw, out.eta_y[r],
-                  out.eta_xy[r], out.hits[r], hess[q])
+        _assemble(obj, np.int64(q), r, Yt, work, jw, out, hess[q])
 
 
 @kernel()
-def _assemble(q, a, gamma, Z, y, k, u_y, u_xy, jw, eta_y, eta_xy, hits, H):
-    """The ``q``-th Hessian from its kernel row, ``u_y``, ``u_xy``, etas and the Jacobian's products.
+def _assemble(obj, q, r, Yt, work, jw, out, H):
+    """The ``q``-th Hessian, at evaluated row ``r``: from its kernel row, ``u_y``, ``u_xy`` (``work``), its
+    etas (:class:`~fastsm._kernels.objectives.Evaluations` ``out``) and the Jacobian's products ``jw``.
 
     The O(N dy^2) sums are DGEMM calls of one shape per model (``dy × N`` times ``N × dy``), so a
     point's Hessian does not depend on the other points of the call either.
     """
+    a, gamma, Z = obj.alpha, obj.gamma, obj.Z
+    y, k, u_y, u_xy = Yt[r], work[K_ROW, r], work[R1_ROW, r], work[R2_ROW, r]
+    eta_y, eta_xy = out.eta_y[r], out.eta_xy[r]
     n, dy = Z.shape
-    if hits > 0:
+    if out.hits[r] > 0:
         for c in range(dy):
             for e in range(dy):
                 H[c, e] = np.nan
@@ -137,40 +132,3 @@ def _assemble(q, a, gamma, Z, y, k, u_y, u_xy, jw, eta_y, eta_xy, hits, H):
             hlxy = h_eta_xy / eta_xy - gxy[c] * gxy[e] / (eta_xy * eta_xy)
             H[c, e] = cf * (a * hly - hlxy)
             H[e, c] = H[c, e]
-
-
-@kernel(inline=True)
-def wants_hessian(p, it, opts):
-    """Point ``p`` (:class:`~fastsm._kernels.optimize.Iterates` ``it``) just moved and asks for its exact
-    Hessian there (:data:`HESSIAN_FIRST`: from iteration ``max(3, ceil(dy / 2))``)."""
-    k = it.n_iter[p]
-    first = max(HESSIAN_FIRST, (it.Y.shape[1] + 1) // 2)
-    return (opts.hessian and it.active[p] and k < opts.max_iter and not it.h_exact[p]
-            and first <= k <= first + HESSIAN_LAST - HESSIAN_FIRST and (k - first) % HESSIAN_EVERY == 0)
-
-
-@kernel()
-def seed(p, Hx, it):
-    """Point ``p``'s exact Hessian ``Hx`` arrived: its inverse becomes the BFGS matrix if it is positive
-    definite.  Counted as the evaluations its products cost (``dy/2`` rounded up: an evaluation has
-    four triangular products per point, the Hessian ``2 dy``; the rest comes from the evaluation
-    that brought the point here)."""
-    d = Hx.shape[0]
-    it.n_eval[p] += (d + 1) // 2
-    for c in range(d):
-        for e in range(d):
-            if not np.isfinite(Hx[c, e]):
-                return
-    L = np.zeros((d, d))
-    ok, _ = cholesky(Hx, L)
-    if not ok:
-        return
-    unit = np.zeros(d)
-    for c in range(d):  # H^-1 column by column
-        unit[c] = 1.0
-        col = cholesky_solve(L, unit)
-        unit[c] = 0.0
-        for i in range(d):
-            it.H[p, i, c] = col[i]
-    it.h_scaled[p] = True
-    it.h_exact[p] = True

@@ -23,7 +23,7 @@ import numpy as np
 from numba.core.extending import intrinsic
 from numba.core.imputils import impl_ret_borrowed
 
-from fastsm._kernels.cholesky import twin_factors
+from fastsm._kernels.cholesky import TwinKernels, twin_factors
 from fastsm._kernels.objectives import KL, SM, Objective
 from fastsm._kernels.points import Fitted, linear_rows
 from fastsm._kernels.predict import GIVEN, predict_rows
@@ -103,6 +103,7 @@ def knn_rows(loc, Xq, members, Y0, run, plan, stop, out):
     S = np.zeros((3, k, k))  # the lower triangles are the factorisation's scratch: no subnormal junk
     logdet = np.empty(3)
     info = np.zeros(3, dtype=np.int64)
+    kern = TwinKernels(loc.gamma_x, loc.gamma_y, loc.lambda_x, loc.lambda_y, loc.alpha, loc.weighted)
     for q in range(m):
         if stop[0]:
             return
@@ -117,8 +118,7 @@ def knn_rows(loc, Xq, members, Y0, run, plan, stop, out):
                 w[i] = loc.w[members[q, i]]
         else:
             w = loc.w
-        twin_factors(Xm, Ym, loc.gamma_x, loc.gamma_y, loc.lambda_x, loc.lambda_y, loc.alpha, w, loc.weighted, S,
-                     logdet, info)
+        twin_factors(Xm, Ym, kern, w, S, logdet, info)
         usable = True
         for f in range(3):
             if info[f] != 0 or not np.isfinite(logdet[f]):

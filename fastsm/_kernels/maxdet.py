@@ -19,6 +19,8 @@ and Hessians come from the whitened matrices ``A_j = L_G^-1 Q_j L_G^-T`` and
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import prange
 
@@ -32,6 +34,18 @@ BARRIER_FACTOR = 100.0
 #: on 5 random problems (n = 16, 10 neighbours) 1e-7 gave 87 Newton steps and
 #: weights within 2e-9 of a tight Clarabel solution, 1e-12 gave 288 steps.
 NEWTON_DECREMENT_TOL = 1e-7
+
+
+class NewtonWork(NamedTuple):
+    """Scratch of :func:`_newton_direction` (``m`` weights, ``n × n`` matrices)."""
+
+    A: np.ndarray  # whitened L_G^-1 Q_j L_G^-T, m × n × n
+    Bm: np.ndarray  # whitened L_R^-1 Q_j L_R^-T, m × n × n
+    g: np.ndarray  # gradient, m
+    H: np.ndarray  # Hessian, m × m
+    LH: np.ndarray  # its Cholesky factor
+    Hd: np.ndarray  # its diagonal (shifts), then -g
+    dw: np.ndarray  # the Newton step, m
 
 
 @kernel()
@@ -83,10 +97,12 @@ def _barrier(Q, c, w, t, G, R, L):
 
 
 @kernel()
-def _newton_direction(Q, c, w, t, L, A, Bm, g, H, LH, Hd, dw):
-    """The Newton step ``dw`` of the barrier function at ``w`` (``L``: :func:`_barrier`'s factors);
-    fills the whitened ``A_j = L_G^-1 Q_j L_G^-T`` and ``B_j = L_R^-1 Q_j L_R^-T``.  Returns
-    ``(ok, decrement)`` (``-g . dw``; ``ok`` False where the Hessian has no Cholesky factor)."""
+def _newton_direction(Q, c, w, t, L, ws):
+    """The Newton step ``ws.dw`` of the barrier function at ``w`` (``L``: :func:`_barrier`'s factors);
+    fills the whitened ``A_j = L_G^-1 Q_j L_G^-T`` and ``B_j = L_R^-1 Q_j L_R^-T`` (:class:`NewtonWork`
+    ``ws``).  Returns ``(ok, decrement)`` (``-g . dw``; ``ok`` False where the Hessian has no Cholesky
+    factor)."""
+    A, Bm, g, H, LH, Hd, dw = ws
     m, n = Q.shape[0], Q.shape[1]
     for j in range(m):
         _whiten(L[0], Q[j], A[j])
@@ -231,6 +247,7 @@ def maxdet_weights(Q, c, tol, max_newton):
     LH = np.empty((m, m))
     Hd = np.empty(m)
     dw = np.empty(m)
+    ws = NewtonWork(A, Bm, g, H, LH, Hd, dw)
     wt = np.empty(m)
     t = 1.0
     total = 0
@@ -238,7 +255,7 @@ def maxdet_weights(Q, c, tol, max_newton):
         f, _ = _barrier(Q, c, w, t, G, R, L)
         for _it in range(max_newton):
             total += 1
-            ok, dec = _newton_direction(Q, c, w, t, L, A, Bm, g, H, LH, Hd, dw)
+            ok, dec = _newton_direction(Q, c, w, t, L, ws)
             if not ok:
                 return w, total, False
             if dec * 0.5 <= NEWTON_DECREMENT_TOL:
@@ -263,7 +280,7 @@ def maxdet_weights(Q, c, tol, max_newton):
             f = ft
             L[:] = Lt
         if (m + n) / t < tol:  # the central path's gap: certify it where centering ended
-            ok, _ = _newton_direction(Q, c, w, t, L, A, Bm, g, H, LH, Hd, dw)
+            ok, _ = _newton_direction(Q, c, w, t, L, ws)
             if ok and duality_gap(Q, c, w, t, L, A, Bm, dw) < tol:
                 return w, total, True
         if t > 1e30:  # the gap cannot close further in float64

@@ -36,7 +36,7 @@ from numba import prange
 from fastsm._kernels.cubic import cubic_rows
 from fastsm._kernels.gemm import tri_products
 from fastsm._kernels.kliep_problem import dot_lanes
-from fastsm._kernels.rbf import contract_lanes, kernel_row
+from fastsm._kernels.rbf import combine_weights, contract_lanes, kernel_row
 from fastsm.config import kernel
 
 KL = 0
@@ -71,6 +71,7 @@ class Points(NamedTuple):
 
     F: np.ndarray
     eta_x: np.ndarray
+    held: np.ndarray  # int64: the training point left out of the point's model (exact leave-one-out), -1: none
 
 
 class Evaluations(NamedTuple):
@@ -119,11 +120,13 @@ def project_out(z, W, h):
         z[j] -= c * W[j, h]
 
 
-@kernel(parallel=True)
+@kernel()
 def project_rows(A, W, held):
-    """:func:`project_out` of every row ``A[r]`` for its left-out training point ``held[r]``."""
-    for r in prange(A.shape[0]):
-        project_out(A[r], W, held[r])
+    """:func:`project_out` of every row ``A[r]`` for its left-out training point ``held[r]`` (``-1``: none).
+    Serial: O(N) a row beside the products' O(N^2), and a parallel loop costs more to compile."""
+    for r in range(A.shape[0]):
+        if held[r] >= 0:
+            project_out(A[r], W, held[r])
 
 
 @kernel()
@@ -133,7 +136,7 @@ def workspace(m, n, top):
     return np.empty((5, m + top, n))
 
 
-@kernel()
+@kernel(inline=True)
 def _ops(source, factor, fwd, target):
     """The ``(source, factor, fwd, target)`` table of one product of :func:`evaluate_rows`
     (:func:`~fastsm._kernels.gemm.tri_products`); integers only, so one compiled signature."""
@@ -142,7 +145,7 @@ def _ops(source, factor, fwd, target):
     return out
 
 
-@kernel()
+@kernel(inline=True)
 def ops2(s0, f0, d0, t0, s1, f1, d1, t1):
     """The table of two independent products (:func:`_ops`)."""
     out = np.empty((2, 4), dtype=np.int64)
@@ -152,7 +155,7 @@ def ops2(s0, f0, d0, t0, s1, f1, d1, t1):
 
 
 @kernel()
-def evaluate_rows(obj, pts, idx, Yt, out, prod, cubic, held):
+def evaluate_rows(obj, pts, idx, Yt, out, prod, cubic):
     """Evaluate objective and gradient at ``Yt[r]`` for points ``idx[r]``.
 
     Row ``r`` of ``out`` (:class:`Evaluations`) belongs to trial point
@@ -175,8 +178,10 @@ def evaluate_rows(obj, pts, idx, Yt, out, prod, cubic, held):
     branch (Numba prunes ``is None`` tests on arguments), so the fast path
     does not pay its compile time.
 
-    ``held`` is ``None``, or (leave-one-out) the index ``held[idx[r]]`` of
-    the training point left out of point ``idx[r]``'s model (``-1``: none).
+    ``pts.held[idx[r]]`` is the index of the training point left out of point ``idx[r]``'s model
+    (exact leave-one-out), or ``-1`` (none).  Always an int64 array, never ``None``: one compiled
+    version serves global and leave-one-out predictions (a scikit-learn user's first ``fit``
+    runs both).
     Its kernel entry is zeroed and every forward product is projected onto the model of the
     ``N-1`` remaining points (:func:`project_out`) before the backward products.
 
@@ -185,14 +190,13 @@ def evaluate_rows(obj, pts, idx, Yt, out, prod, cubic, held):
     even where it launches nothing, and a ``K = 200`` evaluation takes about 13 µs.
     """
     m = idx.shape[0]
-    Zt = obj.Zt
     work = prod.work
     nt = prod.nthreads
     if nt == 1:
         for r in range(m):
-            _kernel_row(obj, r, idx, Yt, Zt, work, held)
+            _kernel_row(obj, r, Yt, work)
     else:
-        _rows_parallel(np.int64(_KROW), obj, pts, idx, Yt, Zt, work, out, held)
+        _rows_parallel(np.int64(_KROW), obj, pts, idx, Yt, work, out)
     if cubic is not None:
         cubic_rows(obj, pts, idx, Yt, work[K_ROW], cubic, out)
         return
@@ -203,9 +207,9 @@ def evaluate_rows(obj, pts, idx, Yt, out, prod, cubic, held):
         tri_products(work, W1, W2, _ops(K_ROW, 0, 1, Z1_ROW), m, prod.plan, nt)
     if nt == 1:
         for r in range(m):
-            _middle(obj, pts, r, idx, work, out, held)
+            _middle(obj, pts, r, idx, work, out)
     else:
-        _rows_parallel(np.int64(_MIDDLE), obj, pts, idx, Yt, Zt, work, out, held)
+        _rows_parallel(np.int64(_MIDDLE), obj, pts, idx, Yt, work, out)
     if obj.method == KL:
         tri_products(work, W1, W2, _ops(Z1_ROW, 0, 0, R1_ROW), m, prod.plan, nt)
     elif obj.method == SM:
@@ -215,15 +219,15 @@ def evaluate_rows(obj, pts, idx, Yt, out, prod, cubic, held):
         tri_products(work, W1, W2, _ops(Z2_ROW, 1, 1, R1_ROW), m, prod.plan, nt)  # s = G t
         if nt == 1:
             for r in range(m):
-                _ikl_direction(obj, pts, r, idx, work, out, held)
+                _ikl_direction(obj, pts, r, idx, work, out)
         else:
-            _rows_parallel(np.int64(_IKL), obj, pts, idx, Yt, Zt, work, out, held)
+            _rows_parallel(np.int64(_IKL), obj, pts, idx, Yt, work, out)
         tri_products(work, W1, W2, _ops(R1_ROW, 0, 0, R2_ROW), m, prod.plan, nt)  # W_Y^T q
     if nt == 1:
         for r in range(m):
-            _row_value_grad(obj, pts, r, idx, Yt, work, out, held)
+            _row_value_grad(obj, pts, r, idx, Yt, work, out)
     else:
-        _rows_parallel(np.int64(_VALUE), obj, pts, idx, Yt, Zt, work, out, held)
+        _rows_parallel(np.int64(_VALUE), obj, pts, idx, Yt, work, out)
 
 
 #: Per-row steps of :func:`evaluate_rows` on threads (:func:`_rows_parallel`).
@@ -231,33 +235,33 @@ _KROW, _MIDDLE, _IKL, _VALUE = 0, 1, 2, 3
 
 
 @kernel(inline=True)
-def _row_step(step, obj, pts, r, idx, Yt, Zt, work, out, held):
+def _row_step(step, obj, pts, r, idx, Yt, work, out):
     """Step ``step`` (``_KROW``, ``_MIDDLE``, ``_IKL`` or ``_VALUE``) of :func:`evaluate_rows` for row ``r``."""
     if step == _KROW:
-        _kernel_row(obj, r, idx, Yt, Zt, work, held)
+        _kernel_row(obj, r, Yt, work)
     elif step == _MIDDLE:
-        _middle(obj, pts, r, idx, work, out, held)
+        _middle(obj, pts, r, idx, work, out)
     elif step == _IKL:
-        _ikl_direction(obj, pts, r, idx, work, out, held)
+        _ikl_direction(obj, pts, r, idx, work, out)
     else:
-        _row_value_grad(obj, pts, r, idx, Yt, work, out, held)
+        _row_value_grad(obj, pts, r, idx, Yt, work, out)
 
 
 @kernel(parallel=True)
-def _rows_parallel(step, obj, pts, idx, Yt, Zt, work, out, held):
+def _rows_parallel(step, obj, pts, idx, Yt, work, out):
     """The rows of one :func:`evaluate_rows` step on threads.  ``step`` and the row index reach the
     row functions as int64, as from the one-thread loops: one compiled version of each (a literal
     step or prange's uint64 index compiled every row function again)."""
     for r in prange(idx.shape[0]):
-        _row_step(step, obj, pts, np.int64(r), idx, Yt, Zt, work, out, held)
+        _row_step(step, obj, pts, np.int64(r), idx, Yt, work, out)
 
 
 @kernel()
-def _kernel_row(obj, r, idx, Yt, Zt, work, held):
+def _kernel_row(obj, r, Yt, work):
     """Row ``r``'s kernel row into ``work[K_ROW, r]``; the product buffers' rows are free until the
     products land: scratch of the exponential.  Leave-one-out keeps the left-out point's entry for the
     forward products (:func:`_middle` zeroes it after them, :func:`project_out`)."""
-    kernel_row(Yt[r], Zt, obj.gamma, work[K_ROW, r], work[R1_ROW, r], work[R2_ROW, r])
+    kernel_row(Yt[r], obj.Zt, obj.gamma, work[K_ROW, r], work[R1_ROW, r], work[R2_ROW, r])
 
 
 @kernel()
@@ -268,13 +272,11 @@ def _floored(e, floor):
 
 
 @kernel()
-def _middle(obj, pts, r, idx, work, out, held):
+def _middle(obj, pts, r, idx, work, out):
     """Between the forward and the backward products: leave-one-out projections, ``z_xy``, the etas."""
     p = idx[r]
     z = work[Z1_ROW, r]
-    h = -1
-    if held is not None:
-        h = held[p]
+    h = pts.held[p]
     if h >= 0:
         project_out(z, obj.W1, h)
     eta_y, hits = _floored(obj.kyy - dot_lanes(z, z), obj.floor)
@@ -297,13 +299,12 @@ def _middle(obj, pts, r, idx, work, out, held):
 
 
 @kernel()
-def _ikl_direction(obj, pts, r, idx, work, out, held):
+def _ikl_direction(obj, pts, r, idx, work, out):
     """IKLTGP between ``s = G t`` and the last product: ``q = -2 g + 2 P s - 2 (log(eta_y / eta_x) + 1) z``."""
     p = idx[r]
     s = work[R1_ROW, r]
-    if held is not None:
-        if held[p] >= 0:
-            project_out(s, obj.W1, held[p])
+    if pts.held[p] >= 0:
+        project_out(s, obj.W1, pts.held[p])
     g = pts.F[p]
     z = work[Z1_ROW, r]
     c = -2.0 * (np.log(out.eta_y[r]) - np.log(pts.eta_x[p]) + 1.0)
@@ -312,7 +313,7 @@ def _ikl_direction(obj, pts, r, idx, work, out, held):
 
 
 @kernel()
-def _row_value_grad(obj, pts, r, idx, Yt, work, out, held):
+def _row_value_grad(obj, pts, r, idx, Yt, work, out):
     p = idx[r]
     k = work[K_ROW, r]
     y = Yt[r]
@@ -324,13 +325,15 @@ def _row_value_grad(obj, pts, r, idx, Yt, work, out, held):
     if method == KL:
         # [SM] Eq. 5; gradient -2 (u_x - eta_x/eta_y u_y)^T J (docs/math.md §3, Eq. 6 corrected)
         value = obj.kyy - 2.0 * dot_lanes(k, pts.F[p]) - eta_x * np.log(eta_y)
-        contract_lanes(y, Zt, k, gamma, -2.0, pts.F[p], 2.0 * eta_x / eta_y, work[R1_ROW, r], scratch, grad)
+        combine_weights(-2.0, pts.F[p], 2.0 * eta_x / eta_y, work[R1_ROW, r], k, scratch)
+        contract_lanes(y, Zt, scratch, gamma, grad)
     elif method == IKL:
         # [SM] Eq. 7/8: -2 k_x^T u_y + u_y^T K_X u_y + eta_y (log eta_y - log eta_x)
         value = -2.0 * dot_lanes(pts.F[p], work[Z1_ROW, r]) + dot_lanes(work[Z2_ROW, r], work[Z2_ROW, r]) + eta_y * (
             np.log(eta_y) - np.log(eta_x))
         q = work[R2_ROW, r]
-        contract_lanes(y, Zt, k, gamma, 1.0, q, 0.0, q, scratch, grad)
+        combine_weights(1.0, q, 0.0, q, k, scratch)
+        contract_lanes(y, Zt, scratch, gamma, grad)
     else:
         # [SM] Eq. 16/17 in log space: s = a log eta_y - log eta_xy
         a, beta, eta_xy = obj.alpha, obj.beta, out.eta_xy[r]
@@ -343,7 +346,8 @@ def _row_value_grad(obj, pts, r, idx, Yt, work, out, held):
             value = np.exp(c * s) / (beta - 1.0)
             dlds = c * value
         # ds/dy = (-2 a u_y / eta_y + 2 a u_xy / eta_xy)^T J
-        contract_lanes(y, Zt, k, gamma, dlds * (-2.0 * a / eta_y), work[R1_ROW, r], dlds * 2.0 * a / eta_xy,
-                       work[R2_ROW, r], scratch, grad)
+        combine_weights(dlds * (-2.0 * a / eta_y), work[R1_ROW, r], dlds * 2.0 * a / eta_xy, work[R2_ROW, r], k,
+                        scratch)
+        contract_lanes(y, Zt, scratch, gamma, grad)
     out.value[r] = value
 

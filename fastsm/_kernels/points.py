@@ -18,12 +18,12 @@ from fastsm._kernels.objectives import (
     KL,
     SM,
     Evaluations,
-    Points,
     Products,
     evaluate_rows,
     project_rows,
     workspace,
 )
+from fastsm._kernels.quasi_newton import Start
 from fastsm._kernels.rank_one import sumsq_rows
 from fastsm._kernels.rbf import rbf_cross
 from fastsm.config import EXTRAPOLATION_K, kernel
@@ -77,29 +77,32 @@ def tri_rows_of(A, M, forward, plan, nthreads):
 @kernel(inline=True)
 def _forward(Kx, W, plan, nthreads, held):
     Z = tri_rows_of(Kx, W, True, plan, nthreads)
-    if held is not None:
+    if held.shape[0] > 0 and held.max() >= 0:
         project_rows(Z, W, held)
     return Z
 
 
 @kernel()
 def point_data(fit, Xb, method, plan, nthreads, held):
-    """``(F, eta_x, g_xy, extrapolated)`` of the points ``Xb`` for ``method`` (docs/math.md §2; the table of
+    """``(F, eta_x, g_xy, extrapolated, nearest)`` of the points ``Xb`` for ``method`` (docs/math.md §2; the table of
     :mod:`fastsm._kernels.objectives`), ``g_xy = W_XY k_x`` (SMTGP's ``F``, and the certainty's).
 
     ``held`` (leave-one-out): the training point left out of each row's model; every forward product
     is projected onto the ``N-1``-point model (:func:`~fastsm._kernels.objectives.project_out`, from
     the full kernel row: the left-out entry's value drops out).  A point is extrapolated where every
-    ``k(x, x_i) < config.EXTRAPOLATION_K`` over its model's points (NaN: not).
+    ``k(x, x_i) < config.EXTRAPOLATION_K`` over its model's points (NaN: not); ``nearest`` is its model's
+    training point of the largest ``k(x, x_i)`` (the supported start's alternative,
+    :func:`supported_alternatives`).
     """
     m = Xb.shape[0]
     n = fit.X.shape[0]
     Kx = np.empty((m, n))
     rbf_cross(Xb, fit.X, fit.gamma_x, Kx)
     ex = np.empty(m, dtype=np.bool_)
+    nearest = np.zeros(m, dtype=np.int64)
     for r in range(m):
         top = -np.inf
-        skip = -1 if held is None else held[r]
+        skip = held[r]
         for j in range(n):
             if j == skip:
                 continue
@@ -109,6 +112,7 @@ def point_data(fit, Xb, method, plan, nthreads, held):
                 break
             top = max(top, v)
         ex[r] = top < EXTRAPOLATION_K
+        nearest[r] = _nearest(Kx[r], skip)
     Hx = _forward(Kx, fit.Wx, plan, nthreads, held)
     eta_x = np.empty(m)
     sumsq_rows(Hx, fit.kxx, fit.floor, eta_x)
@@ -121,20 +125,33 @@ def point_data(fit, Xb, method, plan, nthreads, held):
         F = Gxy
     else:
         F = Kx
-    return F, eta_x, Gxy, ex
+    return F, eta_x, Gxy, ex, nearest
 
 
 @kernel(inline=True)
-def evaluate_into(obj, F, eta_x, Yb, val, grad, plan, nthreads, cubic, held):
-    """One evaluation of ``obj`` at every row of ``Yb`` (:func:`~fastsm._kernels.objectives.evaluate_rows`);
-    ``val`` and ``grad`` are filled, ``(eta_y, eta_xy)`` returned."""
-    m = Yb.shape[0]
-    eta_y = np.empty(m)
-    eta_xy = np.empty(m)
-    evaluate_rows(obj, Points(F, eta_x), np.arange(m), np.ascontiguousarray(Yb),
-                  Evaluations(val, grad, eta_y, eta_xy, np.zeros(m, dtype=np.int64)),
-                  Products(workspace(m, obj.Z.shape[0], plan.heights[0]), plan, nthreads), cubic, held)
-    return eta_y, eta_xy
+def _nearest(k, skip):
+    """The training point of the largest kernel value ``k[j]``, ``j != skip`` (the left-out point reads as
+    ``-1``): NumPy's ``argmax``, the first maximum, a NaN first."""
+    best = 0
+    for j in range(1, k.shape[0]):
+        kb = -1.0 if best == skip else k[best]
+        if np.isnan(kb):
+            break
+        kj = -1.0 if j == skip else k[j]
+        if kj > kb or np.isnan(kj):
+            best = j
+    return best
+
+
+@kernel(inline=True)
+def evaluate_at(obj, pts, Yb, plan, nthreads):
+    """One evaluation of ``obj`` at every row of ``Yb`` (point ``r`` of ``pts`` at ``Yb[r]``,
+    :func:`~fastsm._kernels.objectives.evaluate_rows`): its :class:`~fastsm._kernels.objectives.Evaluations`."""
+    m, dy = Yb.shape
+    out = Evaluations(np.empty(m), np.empty((m, dy)), np.empty(m), np.empty(m), np.zeros(m, dtype=np.int64))
+    evaluate_rows(obj, pts, np.arange(m), np.ascontiguousarray(Yb), out,
+                  Products(workspace(m, obj.Z.shape[0], plan.heights[0]), plan, nthreads), None)
+    return out
 
 
 @kernel()
@@ -175,7 +192,7 @@ def _column_bounds(Y, ext, held, r, lo, hi):
     for c in range(Y.shape[1]):
         lo[c] = lo1[c]
         hi[c] = hi1[c]
-        if held is not None:
+        if held[r] >= 0:
             y = Y[held[r], c]
             if y == lo1[c]:
                 lo[c] = lo2[c]
@@ -184,17 +201,17 @@ def _column_bounds(Y, ext, held, r, lo, hi):
 
 
 @kernel()
-def supported_rows(fit, obj, Xb, Y0, method, plan, nthreads, held, spread, batch):
-    """The ridge start ``Y0`` (changed in place), or, where it leaves the training outputs'
-    bounding box, the output of the nearest training input if the objective ``obj`` is lower
-    there (:func:`fastsm.tgp.prediction.supported_start`, which documents why).
+def supported_alternatives(Y, Y0, nearest, ex, held, spread):
+    """The supported ridge start: :class:`~fastsm._kernels.optimize.Start` from ``Y0``, with the output
+    ``Y[nearest[r]]`` of the nearest training input as the alternative of each row whose start leaves
+    the training outputs' bounding box (:func:`fastsm.tgp.prediction.supported_start`, which
+    documents why); :func:`~fastsm._kernels.optimize.minimize_batch` starts there if the objective
+    is lower.
 
-    Rows are independent; extrapolated inputs keep the ridge start; nothing changes if a row
-    outside the box is not finite.  ``held``: each row's left-out training point (excluded
-    from its bounds, its nearest input and its objective) or ``None``; ``spread``: each row's
-    model's output spread; ``batch``: rows evaluated together (memory O(batch N)).
+    Rows are independent; extrapolated rows (``ex``) and rows with a non-finite start keep the ridge
+    start.  ``held``: each row's left-out training point (excluded from its bounds; ``nearest``
+    already excludes it) or ``-1``; ``spread``: each row's model's output spread.  O(N dy + m dy).
     """
-    Y = fit.Y
     m, dy = Y0.shape
     n = Y.shape[0]
     absmax = np.zeros(dy)
@@ -204,59 +221,18 @@ def supported_rows(fit, obj, Xb, Y0, method, plan, nthreads, held, spread, batch
     ext = _column_extremes(Y)
     lo = np.empty(dy)
     hi = np.empty(dy)
-    outside = np.zeros(m, dtype=np.bool_)
-    finite = True
+    alt = np.empty((m, dy))
+    use = np.zeros(m, dtype=np.bool_)
     for r in range(m):
         _column_bounds(Y, ext, held, r, lo, hi)
+        outside = False
+        finite = True
         for c in range(dy):
             # beyond the box by more than rounding and a thousandth of the spread
             margin = 1e-3 * spread[r] + 1e-9 * absmax[c]
             if Y0[r, c] < lo[c] - margin or Y0[r, c] > hi[c] + margin:
-                outside[r] = True
-        if outside[r]:
-            for c in range(dy):
-                finite = finite and np.isfinite(Y0[r, c])
-    out = np.flatnonzero(outside)
-    if out.shape[0] == 0 or not finite:
-        return
-    for s in range(0, out.shape[0], batch):
-        rows = out[s:min(out.shape[0], s + batch)]
-        if held is None:  # two calls, not an optional variable: each kernel sees held's one type
-            _replace_rows(fit, obj, Xb, Y0, rows, method, plan, nthreads, None)
-        else:
-            _replace_rows(fit, obj, Xb, Y0, rows, method, plan, nthreads, held[rows])
-
-
-@kernel(inline=True)
-def _replace_rows(fit, obj, Xb, Y0, rows, method, plan, nthreads, ho):
-    """:func:`supported_rows` for the rows ``rows`` beyond the box (``ho``: their left-out points or ``None``)."""
-    Y = fit.Y
-    n, dy = Y.shape
-    k = rows.shape[0]
-    Xo = np.empty((k, Xb.shape[1]))
-    start = np.empty((k, dy))
-    for q in range(k):
-        Xo[q] = Xb[rows[q]]
-        start[q] = Y0[rows[q]]
-    F, eta_x, _, ex = point_data(fit, Xo, method, plan, nthreads, ho)
-    Kx = np.empty((k, n))
-    rbf_cross(Xo, fit.X, fit.gamma_x, Kx)
-    nearest = np.empty((k, dy))
-    for q in range(k):
-        if ho is not None:
-            Kx[q, ho[q]] = -1.0
-        best = 0
-        for j in range(1, n):  # np.argmax: the first maximum, a NaN first
-            if np.isnan(Kx[q, best]):
-                break
-            if Kx[q, j] > Kx[q, best] or np.isnan(Kx[q, j]):
-                best = j
-        nearest[q] = Y[best]
-    f_lin = np.empty(k)
-    f_near = np.empty(k)
-    g = np.empty((k, dy))
-    evaluate_into(obj, F, eta_x, start, f_lin, g, plan, nthreads, None, ho)
-    evaluate_into(obj, F, eta_x, nearest, f_near, g, plan, nthreads, None, ho)
-    for q in range(k):
-        if f_near[q] < f_lin[q] and not ex[q]:
-            Y0[rows[q]] = nearest[q]
+                outside = True
+            finite = finite and np.isfinite(Y0[r, c])
+            alt[r, c] = Y[nearest[r], c]
+        use[r] = outside and finite and not ex[r]
+    return Start(Y0, alt, use)

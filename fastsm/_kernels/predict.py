@@ -15,8 +15,9 @@ from typing import NamedTuple
 import numpy as np
 
 from fastsm._kernels.objectives import KL, SM, Points
-from fastsm._kernels.optimize import Options, minimize_batch
-from fastsm._kernels.points import evaluate_into, point_data, supported_rows
+from fastsm._kernels.optimize import minimize_batch
+from fastsm._kernels.points import evaluate_at, point_data, supported_alternatives
+from fastsm._kernels.quasi_newton import Options, Start
 from fastsm.config import kernel
 
 #: Starts of :class:`Run`: ``Y0`` as given, the supported ridge start, or a KLTGP run from it.
@@ -37,7 +38,6 @@ class Run(NamedTuple):
     window: int
     nthreads: int
     hessian: bool  # seed SMTGP's BFGS with the exact Hessian
-    batch: int  # rows of the supported start evaluated together
 
 
 @kernel()
@@ -46,7 +46,8 @@ def predict_rows(fit, kl, sm, Xb, Y0, run, plan, stop):
 
     ``kl``, ``sm``: the model's KLTGP objective (``beta`` the model's) and SMTGP's ``beta = 1``
     transform (:class:`~fastsm._kernels.objectives.Objective`); ``Y0``: the start (``GIVEN``) or
-    the ridge start ``[X, 1] coef`` (``LINEAR``, ``KL_START``), changed in place; ``plan``: the
+    the ridge start ``[X, 1] coef`` (``LINEAR``, ``KL_START``: supported,
+    :func:`~fastsm._kernels.points.supported_alternatives`); ``plan``: the
     products' plan; ``stop``: polled between evaluation rounds (:func:`minimize_batch`).
 
     Returns ``(Y, criterion, n_iter, n_eval, converged, floor_hits, eta_y, eta_xy, eta_x,
@@ -58,22 +59,25 @@ def predict_rows(fit, kl, sm, Xb, Y0, run, plan, stop):
     spread = np.full(m, fit.spread)
     xtol = run.tol * spread
     max_step = run.trust_radius * spread
-    # method codes as int64 values, not literals: one compiled point_data and supported_rows, not one a code
+    # method codes as int64 values, not literals: one compiled point_data, not one a code
     data_method = np.int64(KL) if run.method == KL or run.start == KL_START else np.int64(SM)
-    F, eta_x, Gxy, ex = point_data(fit, Xb, data_method, plan, nt, None)
-    if run.start == KL_START or (run.start == LINEAR and run.method == KL):
-        supported_rows(fit, kl, Xb, Y0, np.int64(KL), plan, nt, None, spread, run.batch)
-    elif run.start == LINEAR:
-        supported_rows(fit, sm, Xb, Y0, np.int64(SM), plan, nt, None, spread, run.batch)
+    none = np.full(m, -1, dtype=np.int64)  # no left-out training point
+    F, eta_x, Gxy, ex, nearest = point_data(fit, Xb, data_method, plan, nt, none)
+    start = Start(Y0, Y0, np.zeros(m, dtype=np.bool_))
+    if run.start != GIVEN:
+        start = supported_alternatives(fit.Y, Y0, nearest, ex, none, spread)
     if run.start == KL_START:
         opts = Options(run.start_iter, xtol, run.ftol, max_step, run.use_bfgs, run.window, nt, False)
-        Y0 = minimize_batch(kl, Points(F, eta_x), Y0, opts, stop, None, None, plan)[0]
+        Y0 = minimize_batch(kl, Points(F, eta_x, none), start, opts, stop, None, plan)[0]
+        start = Start(Y0, Y0, np.zeros(m, dtype=np.bool_))
     if run.method == KL:
         opts = Options(run.max_iter, xtol, run.ftol, max_step, run.use_bfgs, run.window, nt, False)
-        Y, f, n_iter, n_eval, cv, hits, _, _ = minimize_batch(kl, Points(F, eta_x), Y0, opts, stop, None, None, plan)
-        eta_y, eta_xy = evaluate_into(sm, Gxy, eta_x, Y, np.empty(m), np.empty((m, dy)), plan, nt, None, None)
+        Y, f, n_iter, n_eval, cv, hits, _, _ = minimize_batch(kl, Points(F, eta_x, none), start, opts, stop, None,
+                                                              plan)
+        at = evaluate_at(sm, Points(Gxy, eta_x, none), Y, plan, nt)
+        eta_y, eta_xy = at.eta_y, at.eta_xy
     else:
         opts = Options(run.max_iter, xtol, run.ftol, max_step, run.use_bfgs, run.window, nt, run.hessian)
-        Y, f, n_iter, n_eval, cv, hits, eta_y, eta_xy = minimize_batch(sm, Points(Gxy, eta_x), Y0, opts, stop, None,
+        Y, f, n_iter, n_eval, cv, hits, eta_y, eta_xy = minimize_batch(sm, Points(Gxy, eta_x, none), start, opts, stop,
                                                                        None, plan)
     return Y, f, n_iter, n_eval, cv, hits, eta_y, eta_xy, eta_x, ex

@@ -12,7 +12,6 @@ and ``|K_new| = eta |K|`` (Eq. 20).  The downdate removes row/column ``i``:
 from __future__ import annotations
 
 import numpy as np
-from numba import prange
 
 from fastsm.config import kernel
 
@@ -43,16 +42,17 @@ def bordered_inverse(Kinv, k, kzz):
     return out, eta
 
 
-@kernel(parallel=True)
+@kernel()
 def sumsq_rows(Zrows, kzz, floor, eta):
     """``eta_p = kzz - ||z_p||^2`` for each row ``p`` (``z_p = W k_p``), floored; returns hits.
 
     The Schur complement from a factor (docs/accuracy.md): a sum of squares, each row summed in
-    one fixed order.
+    one fixed order.  Serial: O(N) a row beside the O(N^2) product that formed it, and a parallel
+    loop costs more to compile than it saves.
     """
     m, n = Zrows.shape
     hits = np.zeros(m, dtype=np.int64)
-    for p in prange(m):
+    for p in range(m):
         s = 0.0
         for j in range(n):
             s += Zrows[p, j] * Zrows[p, j]

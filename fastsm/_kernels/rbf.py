@@ -173,21 +173,27 @@ def contract_jacobian(y, Z, k, gamma, coefs, vecs, use_v3, grad):
         grad[c] = -2.0 * gamma * (y[c] * s - grad[c])
 
 
-@kernel()
-def contract_lanes(y, Zt, k, gamma, c1, v1, c2, v2, w, grad):
-    """:func:`contract_jacobian`'s ``grad = a^T J`` with ``a = c1 v1 + c2 v2``, its sums over ``i`` in
-    explicit eight-lane vectors (:mod:`fastsm._kernels.simd`).
+@kernel(inline=True)
+def combine_weights(c1, v1, c2, v2, k, w):
+    """``w_i = (c1 v1_i + c2 v2_i) k_i``: the weights ``a_i k_i`` of :func:`contract_lanes`."""
+    for i in range(k.shape[0]):
+        w[i] = (c1 * v1[i] + c2 * v2[i]) * k[i]
 
-    ``Zt`` is ``Z`` transposed (``dy × N``, C-ordered) and ``w`` (length ``N``) scratch, which
-    receives ``w_i = a_i k_i``.  ``S = sum_i w_i`` and ``T[d] = sum_i w_i z_i[d]`` are each summed in
-    eight lanes (lane ``l`` takes ``i = l mod 8`` in order up to the last whole vector), the lanes
+
+@kernel()
+def contract_lanes(y, Zt, w, gamma, grad):
+    """:func:`contract_jacobian`'s ``grad = a^T J`` from the weights ``w_i = a_i k_i``
+    (:func:`combine_weights`), its sums over ``i`` in explicit eight-lane vectors
+    (:mod:`fastsm._kernels.simd`).
+
+    ``Zt`` is ``Z`` transposed (``dy × N``, C-ordered).  ``S = sum_i w_i`` and
+    ``T[d] = sum_i w_i z_i[d]`` are each summed in eight lanes (lane ``l`` takes ``i = l mod 8`` in
+    order up to the last whole vector), the lanes
     combined by :func:`~fastsm._kernels.simd.vhsum`, then the last ``N mod 8`` terms in order: one
     fixed order written in the code, so the bits do not depend on how LLVM compiled it (cold or
     cached) or on the CPU.  Four coordinates share each load of ``w``.
     """
     d, n = Zt.shape
-    for i in range(n):
-        w[i] = (c1 * v1[i] + c2 * v2[i]) * k[i]
     m = n - n % 8
     acc = vsplat(0.0)
     for i in range(0, m, 8):

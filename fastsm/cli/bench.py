@@ -88,7 +88,7 @@ def dgemm_gflops(n: int, b: int, threads: int | None, repeat: int = 3) -> float:
     with threadpool_limits(resolve_threads(threads), user_api="blas"):
         t_numpy = best_of(lambda: A @ M, repeat)
     with thread_limits(threads):
-        t_blocked = best_of(lambda: plan_products(A, b, M, M, 1, out, out, plan, numba.get_num_threads()), repeat)
+        t_blocked = best_of(lambda: plan_products(A, b, M, out, plan, numba.get_num_threads()), repeat)
     return 2.0 * b * n * n / min(t_numpy, t_blocked) / 1e9
 
 

@@ -26,7 +26,7 @@ import numpy as np
 from scipy.linalg.blas import dtrmm, dtrsm
 
 from fastsm import config
-from fastsm._kernels.cholesky import potrf_symmetric, twin_factors
+from fastsm._kernels.cholesky import TwinKernels, potrf_symmetric, twin_factors
 from fastsm._kernels.rbf import rbf_gram
 from fastsm._kernels.ridge import ridge_start
 from fastsm._lapack import potrf_trtri, triangular_inverse
@@ -356,7 +356,8 @@ def factorize_cholesky(X: np.ndarray, Y: np.ndarray, params, sample_weight: np.n
     weighted = sample_weight is not None
     w = sample_weight if weighted else np.ones(1)
     with thread_limits(1):
-        twin_factors(X, Y, p.gamma_x, p.gamma_y, p.lambda_x, p.lambda_y, p.alpha, w, weighted, S, logdet, info)
+        twin_factors(X, Y, TwinKernels(float(p.gamma_x), float(p.gamma_y), float(p.lambda_x), float(p.lambda_y),
+                                       float(p.alpha), weighted), w, S, logdet, info)
         coef, spread = ridge_start(X, Y, w, weighted)
     for k, (name, lam_name, lam) in enumerate((("K_X", "lambda_x", p.lambda_x), ("K_Y", "lambda_y", p.lambda_y),
                                                ("K_XY", "lambda_x or lambda_y", min(p.lambda_x, p.lambda_y)))):

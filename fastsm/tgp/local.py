@@ -65,6 +65,7 @@ from fastsm.tgp.prediction import (
     kl_start_iterations,
     predict_global,
     quiet,
+    resolved_init,
     sm_value,
     warn_extrapolated,
 )
@@ -190,14 +191,14 @@ def knn_blocks(model: LocalTGPModel, X: np.ndarray, Y0, method: str, init, out: 
     if model.share != "none" or method not in ("kl", "sm") or model.n_neighbors >= model.n_train \
             or not cholesky_form(model.n_neighbors, methods):
         return None
-    chosen = ("kl" if method == "sm" else "linear") if init is None else init
+    chosen = resolved_init(init, method)
     if isinstance(chosen, str):
         check_choice("init", chosen, ("linear", "kl"))
     mode = GIVEN if Y0 is not None else LINEAR if chosen == "linear" else KL_START
     dy = model.Y.shape[1]
     spec = Run(SM if method == "sm" else KL, mode, max_iter, kl_start_iterations(max_iter), tol, ftol, trust_radius,
                optimizer == "bfgs", config.DEFAULT_WINDOW, 1, optimizer == "bfgs" and method == "sm"
-               and dy <= config.SM_HESSIAN_MAX_DY, config.DEFAULT_BATCH_SIZE)
+               and dy <= config.SM_HESSIAN_MAX_DY)
     return _KnnBlocks(model, X, Y0, spec, out, staged)
 
 

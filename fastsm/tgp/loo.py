@@ -32,9 +32,10 @@ from fastsm.tgp.fitting import output_spread, ridge_frame
 from fastsm.tgp.model import Prediction, TGPModel, check_model
 from fastsm.tgp.prediction import (
     check_options,
+    is_supported,
     kl_start_iterations,
     optimize_points,
-    prepare_points,
+    prepare_batch,
     start,
     supported_start,
     warn_extrapolated,
@@ -219,14 +220,15 @@ def loo_predict(
     spread = loo_spread(model.Y)[held]
     Xh = model.X[held]
     Y0 = start(init, method, (n, dy), "one start per training point" if rows is None else "one start per row",
-               linear=lambda: loo_linear_start(model, method, threads=threads, rows=held),
+               linear=lambda: loo_ridge(model)[held],
                kl=lambda: loo_predict(model, method="kl", init="linear",
                                       max_iter=kl_start_iterations(max_iter), tol=tol,
                                       threads=threads, optimizer=optimizer, trust_radius=trust_radius,
                                       batch_size=batch_size, ftol=ftol, rows=held, certainty=False).y)
-    res = optimize_points(model, method, Y0, lambda s, e: prepare_points(model, Xh[s:e], method, held[s:e]), held,
+    res = optimize_points(model, method, Y0, lambda s, e: prepare_batch(model, Xh[s:e], method, held[s:e]), held,
                           spread, max_iter=max_iter, tol=tol, ftol=ftol, trust_radius=trust_radius,
-                          optimizer=optimizer, batch_size=batch_size, threads=threads, certainty=certainty)
+                          optimizer=optimizer, batch_size=batch_size, threads=threads, certainty=certainty,
+                          supported=is_supported(init, method))
     warn_extrapolated(res.extrapolated, n)
     return res
 

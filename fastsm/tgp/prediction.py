@@ -19,9 +19,10 @@ import numpy as np
 from fastsm import config
 from fastsm._interrupt import run_interruptible
 from fastsm._kernels import objectives as obj
-from fastsm._kernels.optimize import Options, minimize_batch
-from fastsm._kernels.points import evaluate_into, linear_rows, point_data, supported_rows
+from fastsm._kernels.optimize import minimize_batch
+from fastsm._kernels.points import linear_rows, point_data, supported_alternatives
 from fastsm._kernels.predict import GIVEN, KL_START, LINEAR, Run, predict_rows
+from fastsm._kernels.quasi_newton import Options, plain_start
 from fastsm._progress import Progress
 from fastsm._threads import Compute, thread_limits
 from fastsm._validation import as_2d, check_choice, check_int, check_scalar
@@ -48,9 +49,22 @@ def prepare_points(model: TGPModel, Xb: np.ndarray, method: str, held: np.ndarra
     ``held`` (leave-one-out): the training point left out of each row's model; every forward
     product is projected onto the ``N-1``-point model (:func:`~fastsm._kernels.objectives.project_out`).
     """
+    return prepare_batch(model, Xb, method, held)[:4]
+
+
+def prepare_batch(model: TGPModel, Xb: np.ndarray, method: str, held: np.ndarray | None = None):
+    """:func:`prepare_points` and, fifth, each point's nearest training input (the supported start's
+    alternative)."""
     return point_data(fitted(model), np.ascontiguousarray(Xb, dtype=np.float64), METHOD_CODE[method],
-                      products_plan(model), numba.get_num_threads(),
-                      None if held is None else np.ascontiguousarray(held, dtype=np.int64))
+                      products_plan(model), numba.get_num_threads(), held_rows(held, Xb.shape[0]))
+
+
+def held_rows(held: np.ndarray | None, n: int) -> np.ndarray:
+    """The kernels' ``held`` of ``n`` rows: each row's left-out training point (leave-one-out), ``-1``
+    for none (``held=None``).  Always an int64 array: one compiled kernel for both."""
+    if held is None:
+        return np.full(n, -1, dtype=np.int64)
+    return np.ascontiguousarray(held, dtype=np.int64)
 
 
 def batch_ranges(n: int, batch_size: int):
@@ -82,7 +96,7 @@ def supported_start(model: TGPModel, X: np.ndarray, Y0: np.ndarray, method: str,
                     held: np.ndarray | None = None, spread: np.ndarray | None = None,
                     threads: int | None = None) -> np.ndarray:
     """The ridge start ``Y0``, or, where it leaves the training outputs' bounding box, the output of the
-    nearest training input if the objective is lower there (:func:`fastsm._kernels.points.supported_rows`).
+    nearest training input if the objective is lower there.
 
     A linear start outside the outputs can sit where the objective is flat (every ``k(y, y_i)`` small), on
     a spurious minimum of the twin-GP objective far from the data (correlated inputs: a test input with
@@ -91,25 +105,44 @@ def supported_start(model: TGPModel, X: np.ndarray, Y0: np.ndarray, method: str,
     (leave-one-out): each row's left-out training point, excluded from its bounds, its nearest
     input and its objective; ``spread``: each row's model's output spread (default ``model.y_spread``).
     Runs on ``threads`` Numba threads.
+
+    Predictions choose it inside their optimisation (:func:`optimize_points` with ``supported``:
+    :func:`fastsm._kernels.points.supported_alternatives` and the first round of
+    :func:`~fastsm._kernels.optimize.minimize_batch`); this is that choice alone, for a start
+    reused by several predictions (:func:`fastsm.tgp.select`).
     """
-    if method == "sm_cubic":
-        return Y0
     n = Y0.shape[0]
     Y0 = np.array(Y0, dtype=np.float64, order="C", copy=True)
+    if method == "sm_cubic" or n == 0:
+        return Y0
     unit = np.full(n, model.y_spread) if spread is None else np.ascontiguousarray(spread, dtype=np.float64)
     beta = 1.0 if method == "sm" else model.params.beta
+    hb = held_rows(held, n)
     with thread_limits(threads):
-        supported_rows(fitted(model), objective_view(model, method, beta), np.ascontiguousarray(X, dtype=np.float64),
-                       Y0, METHOD_CODE[method], products_plan(model, method), numba.get_num_threads(),
-                       None if held is None else np.ascontiguousarray(held, dtype=np.int64), unit,
-                       config.DEFAULT_BATCH_SIZE)
-    return Y0
+        F, eta_x, _, ex, nearest = prepare_batch(model, X, method, hb)
+        start = supported_alternatives(fitted(model).Y, Y0, nearest, ex, hb, unit)
+        opts = Options(0, unit, 0.0, unit, True, config.DEFAULT_WINDOW, numba.get_num_threads(), False)
+        return minimize_batch(objective_view(model, method, beta), obj.Points(F, eta_x, hb), start, opts,
+                              np.zeros(1, dtype=np.int64), None, products_plan(model, method))[0]
 
 
 def kl_start_iterations(max_iter: int) -> int:
     """KLTGP iterations of SMTGP's ``init="kl"`` start: at most :data:`fastsm.config.SM_START_ITER`
     (the start need not be converged, SMTGP's own optimisation takes it from there)."""
     return min(max_iter, config.SM_START_ITER)
+
+
+def resolved_init(init, method: str):
+    """``init`` with ``None`` resolved: ``"kl"`` for SMTGP ([SM] §5.2), ``"linear"`` otherwise."""
+    if init is None:
+        return "kl" if method in ("sm", "sm_cubic") else "linear"
+    return init
+
+
+def is_supported(init, method: str) -> bool:
+    """Whether the start of ``init`` is the supported ridge start (:func:`supported_start`)."""
+    chosen = resolved_init(init, method)
+    return isinstance(chosen, str) and chosen == "linear" and method != "sm_cubic"
 
 
 def start(init, method: str, shape: tuple[int, int], rows: str, *, linear, kl) -> np.ndarray:
@@ -119,8 +152,7 @@ def start(init, method: str, shape: tuple[int, int], rows: str, *, linear, kl) -
     ``linear()`` and ``kl()`` compute those starts (the KL run's extrapolation
     warning is left to the caller's own).
     """
-    if init is None:
-        init = "kl" if method in ("sm", "sm_cubic") else "linear"
+    init = resolved_init(init, method)
     if isinstance(init, str):
         check_choice("init", init, ("linear", "kl"))
         if init == "linear":
@@ -180,11 +212,13 @@ def warn_extrapolated(ex: np.ndarray, n: int, local: bool = False) -> None:
 def optimize_points(model: TGPModel, method: str, Y0: np.ndarray, point_data, held, spread: np.ndarray, *,
               max_iter: int, tol: float, trust_radius: float, optimizer: str, batch_size: int,
               threads: int | None, progress: Progress | None = None,
-              ftol: float = config.DEFAULT_FTOL, certainty: bool = True) -> Prediction:
+              ftol: float = config.DEFAULT_FTOL, certainty: bool = True, supported: bool = False) -> Prediction:
     """The batched minimisation shared by :func:`predict` and the leave-one-out predictions.
 
     ``point_data(s, e)`` returns ``F, eta_x, g_xy, extrapolated`` of points
-    ``s:e`` (:func:`prepare_points`); ``held`` is ``None`` or the left-out training index per point;
+    ``s:e`` and their nearest training inputs (:func:`prepare_batch`); ``held`` is ``None`` or the
+    left-out training index per point; ``supported``: ``Y0`` is the ridge start, replaced where
+    :func:`supported_start` would replace it (the choice is the optimisation's first round);
     ``spread`` the output spread of each point's model (tolerance and trust
     radius unit).  Without ``certainty`` KLTGP and IKLTGP skip the SM evaluation that forms it
     (``log_certainty`` NaN).
@@ -199,6 +233,7 @@ def optimize_points(model: TGPModel, method: str, Y0: np.ndarray, point_data, he
         "lc": np.empty(n), "ex": np.empty(n, dtype=bool),
     }
     objective = objective_view(model, method, beta)
+    fit = fitted(model)
     cubic = cubic_factors(model, method)
     hessian = optimizer == "bfgs" and method == "sm" and dy <= config.SM_HESSIAN_MAX_DY
     xtol = np.ascontiguousarray(tol * spread)
@@ -208,13 +243,14 @@ def optimize_points(model: TGPModel, method: str, Y0: np.ndarray, point_data, he
         for s, e in batch_ranges(n, batch_size):
             if run.stop[0]:
                 return
-            F, eta_x, Gxy, ex = point_data(s, e)
-            hb = None if held is None else held[s:e]
+            F, eta_x, Gxy, ex, nearest = point_data(s, e)
+            hb = held_rows(None if held is None else held[s:e], e - s)
             opts = Options(max_iter, xtol[s:e], ftol, max_step[s:e], optimizer == "bfgs", config.DEFAULT_WINDOW,
                            numba.get_num_threads(), hessian)
+            first = (supported_alternatives(fit.Y, Y0[s:e], nearest, ex, hb, spread[s:e]) if supported
+                     else plain_start(Y0[s:e]))
             Yb, fb, itb, evb, cvb, hits, ey, exy = minimize_batch(
-                objective, obj.Points(F, eta_x), Y0[s:e], opts, run.stop, cubic, hb,
-                products_plan(model, method),
+                objective, obj.Points(F, eta_x, hb), first, opts, run.stop, cubic, products_plan(model, method),
             )
             out["y"][s:e], out["f"][s:e], out["it"][s:e], out["ev"][s:e] = Yb, fb, itb, evb
             out["cv"][s:e], out["h"][s:e], out["ex"][s:e] = cvb & ~ex, hits, ex
@@ -242,10 +278,14 @@ def evaluate(model: TGPModel, method: str, F, eta_x, Yb, val, grad, *, beta: flo
     ``F``, ``eta_x``: :func:`prepare_points`'s for ``method``; ``held``: left-out training index per
     row (leave-one-out), or ``None``.
     """
-    hb = None if held is None else np.ascontiguousarray(held, dtype=np.int64)
-    return evaluate_into(objective_view(model, method, model.params.beta if beta is None else beta), F, eta_x,
-                         np.ascontiguousarray(Yb), val, grad, products_plan(model, method), numba.get_num_threads(),
-                         cubic_factors(model, method), hb)
+    m = Yb.shape[0]
+    plan = products_plan(model, method)
+    out = obj.Evaluations(val, grad, np.empty(m), np.empty(m), np.zeros(m, dtype=np.int64))
+    obj.evaluate_rows(objective_view(model, method, model.params.beta if beta is None else beta),
+                      obj.Points(F, eta_x, held_rows(held, m)), np.arange(m), np.ascontiguousarray(Yb), out,
+                      obj.Products(obj.workspace(m, model.n_train, plan.heights[0]), plan, numba.get_num_threads()),
+                      cubic_factors(model, method))
+    return out.eta_y, out.eta_xy
 
 
 def log_certainty_at(model: TGPModel, Yb: np.ndarray, eta_x, Gxy, *, held=None) -> np.ndarray:
@@ -286,7 +326,7 @@ def predict_fused(model: TGPModel, X: np.ndarray, *, method: str, init, max_iter
     # the ridge start, checked as start() checks it (the kernel runs the supported and the KL start)
     Y0 = start(init, method, (n, dy), "n test points × dy", linear=linear,
                kl=lambda: start("linear", method, (n, dy), "", linear=linear, kl=None))
-    chosen = ("kl" if method == "sm" else "linear") if init is None else init
+    chosen = resolved_init(init, method)
     mode = GIVEN if not isinstance(chosen, str) else LINEAR if chosen == "linear" else KL_START
     kl, sm = objective_view(model, "kl", p.beta), objective_view(model, "sm", 1.0)
     fit, plan = fitted(model), products_plan(model)
@@ -299,7 +339,7 @@ def predict_fused(model: TGPModel, X: np.ndarray, *, method: str, init, max_iter
     def body(handle: Compute) -> None:
         run = Run(METHOD_CODE[method], mode, max_iter, kl_start_iterations(max_iter), tol, ftol, trust_radius,
                   optimizer == "bfgs", config.DEFAULT_WINDOW, numba.get_num_threads(),
-                  optimizer == "bfgs" and method == "sm" and dy <= config.SM_HESSIAN_MAX_DY, config.DEFAULT_BATCH_SIZE)
+                  optimizer == "bfgs" and method == "sm" and dy <= config.SM_HESSIAN_MAX_DY)
         for s, e in batch_ranges(n, batch_size):
             if handle.stop[0]:
                 return
@@ -329,15 +369,16 @@ def predict_staged(model: TGPModel, X: np.ndarray, *, method: str, init, max_ite
     :func:`predict_fused`); ``certainty``: as :func:`optimize_points`'s (off for SMTGP's KLTGP start)."""
     n, dy = X.shape[0], model.Y.shape[1]
     Y0 = start(init, method, (n, dy), "n test points × dy",
-               linear=lambda: supported_start(model, X, linear_start(X, model.ridge_coef), method, threads=threads),
+               linear=lambda: linear_start(X, model.ridge_coef),
                kl=lambda: predict_staged(model, X, method="kl", init="linear",
                                          max_iter=kl_start_iterations(max_iter), tol=tol,
                                          threads=threads, optimizer=optimizer, trust_radius=trust_radius,
                                          batch_size=batch_size, progress=False, ftol=ftol, certainty=False).y)
     spread = np.full(n, model.y_spread)
     with Progress(progress, n, "predict") as bar:
-        res = optimize_points(model, method, Y0, lambda s, e: prepare_points(model, X[s:e], method), None, spread,
-                        max_iter=max_iter, tol=tol, ftol=ftol, trust_radius=trust_radius, optimizer=optimizer,
-                        batch_size=batch_size, threads=threads, progress=bar, certainty=certainty)
+        res = optimize_points(model, method, Y0, lambda s, e: prepare_batch(model, X[s:e], method), None, spread,
+                              max_iter=max_iter, tol=tol, ftol=ftol, trust_radius=trust_radius, optimizer=optimizer,
+                              batch_size=batch_size, threads=threads, progress=bar, certainty=certainty,
+                              supported=is_supported(init, method))
     warn_extrapolated(res.extrapolated, n)
     return res
