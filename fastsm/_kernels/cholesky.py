@@ -28,8 +28,8 @@ from numba import types
 from numba.extending import get_cython_function_address
 
 from fastsm._kernels.gemm import ptr
+from fastsm._kernels.linalg import factor_symmetric, mirror_upper
 from fastsm._kernels.rbf import gram_upper
-from fastsm._kernels.simd import vload, vmul, vsplat, vstore, vsub
 from fastsm.config import kernel
 
 llvm.add_symbol("fastsm_dpotrf", get_cython_function_address("scipy.linalg.cython_lapack", "dpotrf"))
@@ -72,142 +72,21 @@ def potrf_symmetric(A):
     _dpotrf(ptr(flags, 0), ptr(dims, 0), ptr(A, 0), ptr(dims, 0), ptr(dims, 1))
     info = dims[1]
     if info == 0:
-        _mirror_upper(A)
+        mirror_upper(A)
     return info
-
-
-@kernel()
-def _mirror_upper(A):
-    n = A.shape[0]
-    for i in range(n):
-        for j in range(i):
-            A[i, j] = A[j, i]
-
-
-@kernel(inline=True)
-def _tile(P, r0, n, a0, i, j):
-    """Rows ``i .. i+7`` (flat offset ``a0`` of row ``i``) at columns ``j .. j+7``, each minus the
-    eight panel rows' terms ``U[r, i+t] U[r, j..j+7]`` (row ``r`` at flat offset ``r0 + k n``), in
-    panel order, one multiply and one subtraction each."""
-    a1 = a0 + n
-    a2 = a1 + n
-    a3 = a2 + n
-    a4 = a3 + n
-    a5 = a4 + n
-    a6 = a5 + n
-    a7 = a6 + n
-    c0, c1, c2, c3 = vload(P, a0 + j), vload(P, a1 + j), vload(P, a2 + j), vload(P, a3 + j)
-    c4, c5, c6, c7 = vload(P, a4 + j), vload(P, a5 + j), vload(P, a6 + j), vload(P, a7 + j)
-    r = r0
-    for _ in range(8):
-        v = vload(P, r + j)
-        c0 = vsub(c0, vmul(vsplat(P[r + i]), v))
-        c1 = vsub(c1, vmul(vsplat(P[r + i + 1]), v))
-        c2 = vsub(c2, vmul(vsplat(P[r + i + 2]), v))
-        c3 = vsub(c3, vmul(vsplat(P[r + i + 3]), v))
-        c4 = vsub(c4, vmul(vsplat(P[r + i + 4]), v))
-        c5 = vsub(c5, vmul(vsplat(P[r + i + 5]), v))
-        c6 = vsub(c6, vmul(vsplat(P[r + i + 6]), v))
-        c7 = vsub(c7, vmul(vsplat(P[r + i + 7]), v))
-        r += n
-    return c0, c1, c2, c3, c4, c5, c6, c7
-
-
-@kernel(inline=True)
-def _store8(P, a0, n, j, c):
-    c0, c1, c2, c3, c4, c5, c6, c7 = c
-    vstore(P, a0 + j, c0)
-    vstore(P, a0 + n + j, c1)
-    vstore(P, a0 + 2 * n + j, c2)
-    vstore(P, a0 + 3 * n + j, c3)
-    vstore(P, a0 + 4 * n + j, c4)
-    vstore(P, a0 + 5 * n + j, c5)
-    vstore(P, a0 + 6 * n + j, c6)
-    vstore(P, a0 + 7 * n + j, c7)
-
-
-@kernel()
-def _update_rows8(P, n, r0, i):
-    """The trailing update of rows ``i .. i+7`` (``n - i >= 8``) by the eight panel rows at ``r0``.
-
-    Vectors from column ``i`` on: the entries of rows ``i+1 .. i+7`` left of their diagonal are in
-    the lower triangle, scratch until it is filled.  A last partial vector is taken as the vector
-    ending at column ``n``, computed from the entries before the others are stored: where it
-    overlaps, it stores the same values (lane-wise operations on the same inputs)."""
-    a0 = i * n
-    e = i + (n - i) // 8 * 8
-    if e == n:
-        for j in range(i, n, 8):
-            _store8(P, a0, n, j, _tile(P, r0, n, a0, i, j))
-        return
-    last = _tile(P, r0, n, a0, i, n - 8)
-    for j in range(i, e, 8):
-        _store8(P, a0, n, j, _tile(P, r0, n, a0, i, j))
-    _store8(P, a0, n, n - 8, last)
-
-
-@kernel()
-def _axpy_row(P, n, a, b, u, j0):
-    """``P[a+j] -= u * P[b+j]`` for ``j = j0 .. n-1`` (rows at flat offsets ``a`` and ``b``), as
-    :func:`_update_rows8` takes its vectors (a last partial one ending at column ``n``; entries
-    left of ``j0`` may change where ``n - j0 < 8``: callers pass lower-triangle scratch there)."""
-    if n < 8:
-        for j in range(j0, n):
-            P[a + j] -= u * P[b + j]
-        return
-    us = vsplat(u)
-    e = j0 + (n - j0) // 8 * 8
-    last = vsub(vload(P, a + n - 8), vmul(us, vload(P, b + n - 8)))  # before the loop's stores
-    for j in range(j0, e, 8):
-        vstore(P, a + j, vsub(vload(P, a + j), vmul(us, vload(P, b + j))))
-    if e < n:
-        vstore(P, a + n - 8, last)
 
 
 @kernel()
 def cholesky_symmetric(A):
     """Factorise the symmetric ``A = L L^T`` in place into symmetric storage; returns ``info`` as
     LAPACK's ``dpotrf`` does (0, or the order of the first leading minor that is not positive:
-    ``A`` is then meaningless).
-
-    Reads the upper triangle of ``A`` (``U = L^T`` by rows); the strict lower triangle is scratch
-    and ends as ``L``.  Right-looking, eight rows of ``U`` per step: each row's pivot, square root
-    and scaling by its reciprocal (as LAPACK's ``dpotf2``) and the updates of the step's later rows,
-    then the trailing rows eight at a time by :func:`_update_rows8` (:mod:`fastsm._kernels.simd`:
-    LLVM leaves these loops scalar otherwise).  Every entry takes its terms one at a time in row
-    order, one multiply and one subtraction each: the bits depend on ``A`` only, not on the BLAS,
-    the CPU or the thread count.  Orders above ``CHOLESKY_MAX_N`` go to :func:`potrf_symmetric`
-    (``dpotrf`` is the faster there; its bits are the BLAS's).
+    ``A`` is then meaningless).  Up to ``CHOLESKY_MAX_N`` by fastsm's own factorisation
+    (:func:`~fastsm._kernels.linalg.factor_symmetric`: its bits depend on ``A`` only), above by
+    :func:`potrf_symmetric` (``dpotrf`` is the faster there; its bits are the BLAS's).
     """
-    n = A.shape[0]
-    if n > CHOLESKY_MAX_N:
+    if A.shape[0] > CHOLESKY_MAX_N:
         return potrf_symmetric(A)
-    P = A.reshape(n * n)
-    for k0 in range(0, n, 8):
-        k1 = min(n, k0 + 8)
-        for k in range(k0, k1):
-            d = P[k * n + k]
-            if not d > 0.0:
-                return k + 1
-            r = np.sqrt(d)
-            P[k * n + k] = r
-            inv = 1.0 / r
-            row = P[k * n + k + 1:k * n + n]
-            for j in range(row.shape[0]):
-                row[j] *= inv
-            for s in range(k + 1, k1):
-                _axpy_row(P, n, s * n, k * n, P[k * n + s], s)
-        i = k1
-        if k1 - k0 == 8:
-            while n - i >= 8:
-                _update_rows8(P, n, k0 * n, i)
-                i += 8
-        while i < n:
-            for r in range(k0, k1):
-                _axpy_row(P, n, i * n, r * n, P[r * n + i], i)
-            i += 1
-    _mirror_upper(A)
-    return 0
+    return factor_symmetric(A)
 
 
 #: Orders up to which :func:`cholesky_symmetric` factorises by its own loops (above: ``dpotrf``).

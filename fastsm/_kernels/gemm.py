@@ -323,45 +323,39 @@ def tri_products(work, M0, M1, ops, m, plan, nthreads):
 
 @kernel(parallel=True)
 def _parallel_products(work, M0, M1, ops, m, plan, nthreads):
-    """:func:`tri_products` on threads: row chunks (row loops) or DTRMM tiles, one task each."""
-    nprod = ops.shape[0]
-    groups = max(1, nthreads // nprod)
-    if plan.rows:  # no padding: chunks of at most ROW_CHUNK rows, one task each
-        chunk = max(1, min(ROW_CHUNK, (m + groups - 1) // groups))
-        nc = (m + chunk - 1) // chunk
-        for task in prange(nprod * nc):
-            g = task // nc
-            r0 = (task - g * nc) * chunk
-            h = min(chunk, m - r0)
-            if ops[g, 1] == 0:
-                rows_product(work[ops[g, 0]], r0, h, M0, ops[g, 2] == 1, work[ops[g, 3]], solves(plan, 0))
-            else:
-                rows_product(work[ops[g, 0]], r0, h, M1, ops[g, 2] == 1, work[ops[g, 3]], solves(plan, 1))
-    else:
-        _tile_products(work, M0, M1, ops, m, plan, groups)
-
-
-@kernel(parallel=True)
-def _tile_products(work, M0, M1, ops, m, plan, groups):
-    """:func:`tri_products` by DTRMM (DTRSM) tiles."""
+    """:func:`tri_products` on threads, one task per product and row chunk (row loops: chunks of at most
+    :data:`ROW_CHUNK` rows, no padding) or per product and DTRMM (DTRSM) tile: one parallel loop for
+    both, which compiles in less time than one each."""
     n = work.shape[2]
     nprod = ops.shape[0]
-    starts, heights = capped_tiles(m, plan, (m + groups - 1) // groups)
+    groups = max(1, nthreads // nprod)
+    if plan.rows:
+        chunk = max(1, min(ROW_CHUNK, (m + groups - 1) // groups))
+        nc = (m + chunk - 1) // chunk
+        starts = np.empty(nc, dtype=np.int64)
+        heights = np.empty(nc, dtype=np.int64)
+        for i in range(nc):
+            starts[i] = i * chunk
+            heights[i] = min(chunk, m - i * chunk)
+    else:
+        starts, heights = capped_tiles(m, plan, (m + groups - 1) // groups)
+        nt = starts.shape[0]
+        mp = starts[nt - 1] + heights[nt - 1] if nt > 0 else 0
+        for g in range(nprod):
+            for r in range(m, mp):
+                for j in range(n):
+                    work[ops[g, 0], r, j] = 0.0
     nt = starts.shape[0]
-    mp = starts[nt - 1] + heights[nt - 1] if nt > 0 else 0
-    for g in range(nprod):
-        for r in range(m, mp):
-            for j in range(n):
-                work[ops[g, 0], r, j] = 0.0
     for task in prange(nprod * nt):
         g = task // nt
         i = task - g * nt
-        if ops[g, 1] == 0:
-            tri_tile(work[ops[g, 0]], starts[i], heights[i], M0, ops[g, 2] == 1, work[ops[g, 3]], starts[i],
-                     solves(plan, 0))
+        f = ops[g, 1]
+        M = M0 if f == 0 else M1
+        if plan.rows:
+            rows_product(work[ops[g, 0]], starts[i], heights[i], M, ops[g, 2] == 1, work[ops[g, 3]], solves(plan, f))
         else:
-            tri_tile(work[ops[g, 0]], starts[i], heights[i], M1, ops[g, 2] == 1, work[ops[g, 3]], starts[i],
-                     solves(plan, 1))
+            tri_tile(work[ops[g, 0]], starts[i], heights[i], M, ops[g, 2] == 1, work[ops[g, 3]], starts[i],
+                     solves(plan, f))
 
 
 @kernel(parallel=True)
