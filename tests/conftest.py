@@ -57,3 +57,26 @@ def interrupt_when_ready(code: str, *, timeout: float):
     finally:
         proc.kill()
     return proc.returncode, out, err, latency
+
+
+@pytest.fixture(scope="module")
+def toy300():
+    """Toy 1 with 300 training and 40 test points: ``Xtr, Xte, Ytr, Yte``."""
+    Xtr, Xte, Ytr, Yte = datasets.toy1(0, n_train=300, n_test=40)
+    return Xtr, Xte, Ytr, Yte
+
+
+@pytest.fixture(scope="module")
+def manifold300():
+    """The smooth manifold with 300 training and 20 test points."""
+    return datasets.smooth_manifold(0, n_train=300, n_test=20)
+
+
+#: Parameters for :func:`manifold300`.
+MANIFOLD_PARAMS = tgp.TGPParams(gamma_x=0.5, gamma_y=4.0, lambda_x=1e-3, lambda_y=1e-3)
+
+
+@pytest.fixture(scope="module")
+def mixtures_d7():
+    """40 Gaussian mixtures in 7 dimensions (GMM-NPE's MAXDET problems)."""
+    return datasets.gmm_manifold(d=7, K=2, n_gaussians=40, n_mixtures=40, seed=0)[0]

@@ -1,9 +1,11 @@
 """SM family between Gaussians against quadrature, Monte Carlo and the twin (acceptance 3)."""
 
+
 import numpy as np
 import pytest
 from scipy import integrate, stats
 
+from fastsm import divergences
 from fastsm import divergences as D
 from fastsm.reference import divergences as R
 
@@ -155,3 +157,44 @@ def test_bad_input():
         D.renyi(m, S, m, S, 0.5, form="lu")
     with pytest.raises(ValueError, match="do not broadcast"):
         D.kl(np.zeros((3, 2)), S, np.zeros((4, 2)), S)
+
+
+def test_sm_divergence_is_continuous_at_alpha_one():
+    """Regression test of #6, item 7."""
+    mp, Sp, mq, Sq = np.zeros(1), np.eye(1), np.array([1.5]), np.array([[4.0]])
+    kl = divergences.kl(mp, Sp, mq, Sq)
+    for a in (1 - 1e-16, 1 - 1e-12, 1 + 1e-12):
+        assert abs(divergences.renyi(mp, Sp, mq, Sq, a) - kl) < 1e-9
+        np.testing.assert_allclose(divergences.sm(mp, Sp, mq, Sq, a, 1.5), np.expm1(0.5 * kl) / 0.5, rtol=1e-9)
+    # the two evaluation paths meet at |1 - a| = NEAR_ONE: R_a is smooth (slope ~0.2 here)
+    lo = divergences.renyi(mp, Sp, mq, Sq, 1 - (divergences.NEAR_ONE + 1e-9))
+    hi = divergences.renyi(mp, Sp, mq, Sq, 1 - (divergences.NEAR_ONE - 1e-9))
+    assert abs(lo - hi) < 1e-9
+    rng = np.random.default_rng(3)
+    A, B = rng.standard_normal((2, 3, 3))
+    Sp3, Sq3 = A @ A.T + np.eye(3), B @ B.T + np.eye(3)
+    m3, n3 = rng.standard_normal((2, 3))
+    np.testing.assert_allclose(divergences.renyi(m3, Sp3, n3, Sq3, 1 - 1e-14), divergences.kl(m3, Sp3, n3, Sq3),
+                               rtol=1e-10)
+
+
+def test_broadcast_divergences_are_chunked(monkeypatch):
+    """Regression test of #6, item 15."""
+    import tracemalloc
+
+    rng = np.random.default_rng(0)
+    n, d = 300, 3
+    A = rng.standard_normal((n, d, d))
+    S = A @ A.transpose(0, 2, 1) + np.eye(d)
+    mu = rng.standard_normal((n, d))
+    full = divergences.sm(mu[:, None], S[:, None], mu[None], S[None], 0.5, 1.5)
+    monkeypatch.setattr(divergences, "CHUNK", 1000)
+    tracemalloc.start()
+    chunked = divergences.sm(mu[:, None], S[:, None], mu[None], S[None], 0.5, 1.5)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    np.testing.assert_array_equal(chunked, full)
+    # output 0.7 MB; materialised inputs would be 2 * 90 000 * 12 doubles = 17 MB
+    assert peak < 4e6
+    np.testing.assert_allclose(divergences.kl(mu[:, None], S[:, None], mu[None], S[None])[3, 7],
+                               divergences.kl(mu[3], S[3], mu[7], S[7]))

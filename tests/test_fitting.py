@@ -1,9 +1,11 @@
 """fastsm.tgp.fitting: the ridge start's frame, its kernel twin and the leave-one-out starts."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
-from fastsm import tgp
+from fastsm import datasets, tgp
 from fastsm._kernels.ridge import ridge_start
 from fastsm.tgp.fitting import ridge, ridge_frame
 from fastsm.tgp.loo import loo_ridge
@@ -74,7 +76,6 @@ def test_identical_inputs_predict_as_translated_exact_ones(method):
 def test_a_matrix_made_singular_by_large_weights_names_sample_weight():
     """#53 item 6: uniform weights 1e12 and more (noise lambda / w at rounding level) were blamed on lambda_x, with the
     wrong advice "need lambda_x > 0" although lambda_x = 1e-3."""
-    from fastsm import datasets
 
     X, _, Y, _ = datasets.toy1(0, n_train=100, n_test=1)
     p = tgp.TGPParams(lambda_x=1e-3, lambda_y=1e-3)
@@ -108,3 +109,40 @@ def test_the_ridge_start_against_the_reference_twin(case):
         X, Y = X[:1], Y[:1]
     got = ridge(X, Y, w)
     np.testing.assert_allclose(ref._ridge(X, Y, w), got, rtol=1e-9, atol=1e-12 * max(1.0, np.abs(got).max()))
+
+
+def test_one_point_and_identical_inputs_fit_and_predict():
+    """Regression test of #6, item 10."""
+    m = tgp.fit([[0.5]], [[1.0]])
+    assert np.isfinite(tgp.predict(m, [[0.5]], method="kl").y).all()
+    X = np.ones((5, 2))
+    Y = np.arange(5.0)[:, None]
+    m = tgp.fit(X, Y)
+    np.testing.assert_allclose(np.hstack([X[:1], [[1.0]]]) @ m.ridge_coef, [[2.0]])  # the mean of Y
+    assert np.isfinite(tgp.predict(m, X[:2], method="sm").y).all()
+
+
+def test_model_owns_read_only_copies(toy300):
+    """Regression test of #6, item 14."""
+    Xtr, Xte, Ytr, _ = toy300
+    X, Y = Xtr.copy(), Ytr.copy()
+    m = tgp.fit(X, Y)
+    before = tgp.predict(m, Xte[:10], method="kl").y
+    X += 1.0
+    Y *= 2.0
+    np.testing.assert_array_equal(tgp.predict(m, Xte[:10], method="kl").y, before)
+    for k in ("X", "Y", "Wx", "Wy", "Wxy", "G", "ridge_coef"):
+        with pytest.raises(ValueError, match="read-only"):
+            getattr(m, k)[0, 0] += 1.0
+
+
+def test_replace_refits(toy300):
+    """Regression test of #6, item 14."""
+    Xtr, Xte, Ytr, _ = toy300
+    m = tgp.fit(Xtr, Ytr)
+    p2 = tgp.TGPParams(gamma_x=0.5, alpha=0.5)
+    r = dataclasses.replace(m, params=p2)
+    fresh = tgp.fit(Xtr, Ytr, p2)
+    np.testing.assert_array_equal(r.Wxy, fresh.Wxy)
+    with pytest.raises(ValueError, match="init=False"):
+        dataclasses.replace(m, Wx=m.Wx)

@@ -1,10 +1,11 @@
 """Mixture measures against Monte Carlo and exact values ([GMM] §2; issue acceptance 1, 2, 6)."""
 
+
 import numpy as np
 import pytest
 
+from fastsm import datasets, gmm
 from fastsm import divergences as D
-from fastsm import gmm
 from fastsm._kernels.mixture import Components, mixtures_logpdf
 
 
@@ -167,7 +168,6 @@ def test_bad_input(rng):
 def test_messages_name_the_arguments_of_the_function_called():
     """#53 item 10: ``divergence`` named ``pairwise``'s arguments; ``toy1(seed=-1)`` and ``sample(1.5)`` gave
     NumPy's bare messages."""
-    from fastsm import datasets
 
     rng = np.random.default_rng(0)
     f, g = rand_gmm(rng, 2, 3), rand_gmm(rng, 2, 2)
@@ -178,3 +178,25 @@ def test_messages_name_the_arguments_of_the_function_called():
     with pytest.raises(TypeError, match=r"^n must be an int, got float"):
         f.sample(1.5)
     assert f.sample(4, seed=1).shape == (4, 3)
+
+
+def test_zero_weight_component_gives_finite_measures():
+    """Regression test of #6, item 11."""
+    f = gmm.GaussianMixture([0.0, 1.0], [[0.0], [1.0]], [[[1.0]], [[2.0]]])
+    g = gmm.GaussianMixture([1.0], [[0.5]], [[[1.5]]])
+    f1 = gmm.GaussianMixture([1.0], [[1.0]], [[[2.0]]])
+    for method in ("we", "mb", "mbs", "var"):
+        v = gmm.divergence(f, g, method=method)
+        assert np.isfinite(v)
+        np.testing.assert_allclose(v, gmm.divergence(f1, g, method=method), rtol=1e-12)
+        assert np.isfinite(gmm.divergence(g, f, method=method))
+
+
+def test_mixture_owns_read_only_copies():
+    """Regression test of #6, item 14."""
+    w, mu, S = np.array([0.5, 0.5]), np.zeros((2, 2)), np.stack([np.eye(2)] * 2)
+    f = gmm.GaussianMixture(w, mu, S)
+    mu[0, 0] = 5.0
+    assert f.means[0, 0] == 0.0
+    with pytest.raises(ValueError, match="read-only"):
+        f.means[0, 0] = 1.0

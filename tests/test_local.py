@@ -1,11 +1,17 @@
 """KNN-local TGP (fastsm.tgp.fit_local): K = N equals the global model; sharing; bad input."""
 
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pytest
 
 from fastsm import datasets, tgp
+from fastsm.tgp import regions
+from fastsm.tgp.local import LocalTGPModel
 from fastsm.tgp.local_model import LOCAL_METHODS, local_model
 from fastsm.tgp.views import use_row_products
+from tests.conftest import MANIFOLD_PARAMS
 
 PARAMS = tgp.TGPParams(gamma_x=0.5, gamma_y=2.0, lambda_x=1e-2, lambda_y=1e-2, alpha=0.6, beta=1.5)
 
@@ -144,3 +150,120 @@ def test_cluster_groups_of_repeated_test_rows_warn_nothing(data):
         warnings.simplefilter("error")
         p = tgp.predict(model, Xr)
     np.testing.assert_array_equal(p.y, np.repeat(p.y[::40], 40, axis=0))
+
+
+def _far_inputs(Xt):
+    far = Xt.copy()
+    far[::4] += 50.0  # every 4th test input outside the kernel support
+    return far, int(np.ceil(len(Xt) / 4))
+
+
+def test_local_and_threaded_predicts_leave_warning_filters_alone():
+    """Before: ('ignore', RuntimeWarning) stayed in warnings.filters after one local predict.
+
+    Regression test of #19, item 3.
+    """
+    X, Xt, Y, _ = datasets.toy1(0, n_train=120, n_test=24)
+    far, n_far = _far_inputs(Xt)
+    local = tgp.fit_local(X, Y, n_neighbors=40)
+    model = tgp.fit(X, Y)
+    before = list(warnings.filters)
+    for _ in range(3):
+        with pytest.warns(RuntimeWarning, match=f"^{n_far} of {len(Xt)} test inputs") as rec:
+            tgp.predict(local, far, threads=2)
+        assert len(rec) == 1
+        assert warnings.filters == before
+    # concurrent SM predicts (their KL starts ran the old catch_warnings in helper threads)
+    with ThreadPoolExecutor(4) as pool:
+        with warnings.catch_warnings(record=True) as rec:
+            warnings.simplefilter("always")
+            list(pool.map(lambda _: tgp.predict(model, far, method="sm", max_iter=5), range(8)))
+    assert sum("kernel support" in str(w.message) for w in rec) == 8  # one per call, none lost
+    assert warnings.filters == before
+    # a later RuntimeWarning, fastsm's own included, still reaches the user
+    with pytest.warns(RuntimeWarning, match=f"^{n_far} of {len(Xt)}"):
+        tgp.predict(model, far, method="sm", max_iter=5)
+
+
+@pytest.mark.parametrize("share", ["exact", "none", "cluster"])
+def test_local_predict_of_huge_inputs_flags_them_as_extrapolated(share):
+    """Before: a raw IndexError from the KD-tree's missing-neighbour index.
+
+    Regression test of #19, item 11.
+    """
+    X, Xt, Y, _ = datasets.toy1(0, n_train=100, n_test=12)
+    far = Xt.copy()
+    far[1:4] = far[1:4] * 1e200 + 1e200
+    glob = tgp.predict(tgp.fit(X, Y), far)
+    with pytest.warns(RuntimeWarning, match="^3 of 12 test inputs"):
+        loc = tgp.predict(tgp.fit_local(X, Y, n_neighbors=30, share=share, group_size=4), far)
+    np.testing.assert_array_equal(loc.extrapolated, glob.extrapolated)
+    assert np.isneginf(loc.log_certainty[1:4]).all() and np.isfinite(loc.y).all()
+    near = np.delete(np.arange(12), [1, 2, 3])
+    if share != "cluster":  # a point's model does not depend on the others
+        ref = tgp.predict(tgp.fit_local(X, Y, n_neighbors=30, share=share), Xt[near])
+        np.testing.assert_array_equal(loc.y[near], ref.y)
+
+
+def test_local_predict_memory_is_bounded_by_a_chunk():
+    """Before: the (n_test, K) neighbour matrix was built up front (+1 GB at 40 000 points, K = 800).
+
+    Regression test of #19, item 12.
+    """
+    import tracemalloc
+
+    rng = np.random.default_rng(0)
+    X = np.vstack([rng.normal(0.0, 0.1, (100, 2)), rng.normal(5.0, 0.1, (100, 2))])  # two local models suffice
+    Y = np.sin(X[:, :1])
+    Xt = np.vstack([rng.normal(0.0, 0.05, (15000, 2)), rng.normal(5.0, 0.05, (15000, 2))])
+    local = tgp.fit_local(X, Y, tgp.TGPParams(gamma_x=1.0, gamma_y=1.0, lambda_x=1e-2, lambda_y=1e-2),
+                          n_neighbors=100)
+    tgp.predict(local, Xt[:10], method="kl", max_iter=2)  # compile outside the measurement
+    tracemalloc.start()
+    try:
+        pred = tgp.predict(local, Xt, method="kl", max_iter=2)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    full = Xt.shape[0] * 100 * 8  # one (n_test, K) array: 24 MB (the query returns two, sorting a third)
+    # measured: 28.5 MB with chunks of 10 485 rows (32 MB at 60 000 points), 97 MB before (194 MB at 60 000)
+    assert peak < 2 * full, (peak, full)
+    assert np.isfinite(pred.y).all()
+
+
+SHARES = ("exact", "none", "cluster")
+
+
+def test_local_chunks_change_nothing_but_cluster_membership(monkeypatch):
+    """Regression test of #19, item 12."""
+    from fastsm import config
+
+    X, Xt, Y, _ = datasets.toy1(0, n_train=150, n_test=40)
+    ref = {s: tgp.predict(tgp.fit_local(X, Y, n_neighbors=40, share=s, group_size=4), Xt) for s in SHARES}
+    monkeypatch.setattr(config, "LOCAL_CHUNK_ENTRIES", 40 * 7)  # chunks of 7 rows
+    for s in ("exact", "none"):
+        np.testing.assert_array_equal(tgp.predict(tgp.fit_local(X, Y, n_neighbors=40, share=s), Xt).y, ref[s].y)
+    # cluster: each chunk of 7 rows is predicted as a call of its own
+    local = tgp.fit_local(X, Y, n_neighbors=40, share="cluster", group_size=4)
+    got = tgp.predict(local, Xt)
+    for s in range(0, 40, 7):
+        np.testing.assert_array_equal(got.y[s:s + 7], tgp.predict(local, Xt[s:s + 7]).y)
+
+
+def test_local_model_built_directly_checks_region_size_and_resolves_scale_widths(manifold300):
+    """Before: region_size=0 (the default) looped forever in the median split; "scale" widths stayed strings
+    and failed later inside Numba.
+
+    Regression test of #30, item 7.
+    """
+    X, Xt, Y, _ = manifold300
+    with pytest.raises(ValueError, match="region_size"):
+        LocalTGPModel(X=X, Y=Y, params=MANIFOLD_PARAMS, n_neighbors=40, sample_weight=None, share="region",
+                      group_size=32)
+    with pytest.raises(ValueError, match="region_size"):
+        regions.partition(X, 0)
+    direct = LocalTGPModel(X=X, Y=Y, params=tgp.TGPParams(), n_neighbors=40, sample_weight=None,
+                           share="region", group_size=32, region_size=10)
+    fitted = tgp.fit_local(X, Y, tgp.TGPParams(), n_neighbors=40, share="region", region_size=10)
+    assert direct.params == fitted.params and direct.params.resolved
+    np.testing.assert_array_equal(tgp.predict(direct, Xt, method="kl").y, tgp.predict(fitted, Xt, method="kl").y)

@@ -1,9 +1,11 @@
 """Exact leave-one-out by downdates (fastsm.tgp.loo_predict) against brute-force refits."""
 
+
 import numpy as np
 import pytest
 
 from fastsm import datasets, tgp
+from tests.conftest import MANIFOLD_PARAMS
 
 PARAMS = tgp.TGPParams(gamma_x=0.5, gamma_y=2.0, lambda_x=1e-2, lambda_y=1e-2, alpha=0.6, beta=1.5)
 
@@ -172,3 +174,41 @@ def test_no_rows_give_an_empty_result_as_remove_accepts_none():
     assert tgp.remove(model, []).n_train == model.n_train
     with pytest.raises(TypeError, match="rows must be a 1-D array of training-point indices"):
         tgp.loo_predict(model, rows=[0.5])
+
+
+def test_loo_spread_of_a_constant_remainder_is_the_refits():
+    """Before: the spread downdate cancelled to ~5e-9 instead of 0 (354 of 1000 random n = 2 sets).
+
+    Regression test of #30, item 3.
+    """
+    from fastsm.tgp.fitting import output_spread
+    from fastsm.tgp.loo import loo_spread
+
+    rng = np.random.default_rng(0)
+    sets = [rng.standard_normal((2, 2)) for _ in range(300)]
+    sets += [np.vstack([np.full((3, 2), 0.1 * k), rng.standard_normal((1, 2))]) for k in range(50)]
+    for Y in sets:
+        s = loo_spread(Y)
+        for i in range(len(Y)):
+            m_y = np.delete(Y, i, axis=0)
+            ref = float(np.sqrt(np.sum(np.var(m_y, axis=0))))
+            if ref == 0.0:  # no spread of its own: the refit's relative unit (item 8), exactly
+                assert s[i] == output_spread(m_y) < 1e-15 * max(1.0, np.abs(m_y).max())
+            else:
+                np.testing.assert_allclose(s[i], ref, rtol=1e-12)
+
+
+def test_loo_on_two_points_equals_the_refit():
+    """Before (n = 2): LOO 0.0767 vs refit -0.432 for this kind of set: the trust radius became 1e-9.
+
+    Regression test of #30, item 3.
+    """
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        X, Y = rng.standard_normal((2, 2)), rng.standard_normal((2, 3))
+        model = tgp.fit(X, Y, MANIFOLD_PARAMS)
+        loo = tgp.loo_predict(model, method="kl")
+        for i in range(2):
+            m = tgp.fit(X[[1 - i]], Y[[1 - i]], MANIFOLD_PARAMS, methods=("kl",))
+            ref = tgp.predict(m, X[[i]], method="kl")
+            np.testing.assert_allclose(loo.y[i], ref.y[0], rtol=0, atol=1e-10)

@@ -1,12 +1,16 @@
 """What a packager checks: the license and changelog shipped, the extras, the version (CI's .ci/package builds
 and installs the wheel itself)."""
 
+import os
 import pathlib
 import re
+import warnings
 
 import pytest
 
 import fastsm
+from fastsm import datasets, tgp
+from tests.conftest import run_python
 
 tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
 
@@ -35,3 +39,25 @@ def test_the_asv_extra_installs_no_kliep_peer():
     assert names == {"asv", "virtualenv"}
     assert not names & {"adapt", "densratio", "tensorflow"}
     assert {"adapt", "densratio"} <= {re.split(r"[<>=\[ ;]", r)[0].lower() for r in extras["peers"]}
+
+
+def test_readme_use_snippet_runs():
+    """Regression test of #6, item 17."""
+    text = open(os.path.join(ROOT, "README.md")).read()
+    block = text.split("## Use", 1)[1].split("```python", 1)[1].split("```", 1)[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        exec(compile(block, "README.md", "exec"), {})
+
+
+def test_version_and_reprs(toy300):
+    """Regression test of #6, item 17."""
+    import fastsm
+
+    out = run_python("import runpy, sys; sys.argv = ['fastsm', '--version']; "
+                     "runpy.run_module('fastsm', run_name='__main__')")
+    assert out.stdout.strip() == f"fastsm {fastsm.__version__}"
+    Xtr, Xte, Ytr, _ = toy300
+    m = tgp.fit(Xtr, Ytr)
+    assert len(repr(m)) < 300 and len(repr(tgp.predict(m, Xte[:3], method="kl"))) < 200
+    assert "toy1" in datasets.__all__ and "gmm_manifold" in datasets.__all__

@@ -14,6 +14,7 @@ from scipy.spatial import cKDTree
 from fastsm import datasets, tgp
 from fastsm.tgp import regions
 from fastsm.tgp.local_model import local_model
+from tests.conftest import MANIFOLD_PARAMS
 
 PARAMS = tgp.TGPParams(gamma_x=0.5, gamma_y=4.0, lambda_x=1e-3, lambda_y=1e-3)
 
@@ -265,3 +266,18 @@ def test_one_filterable_extrapolation_warning_per_call(data, kind):
         warnings.simplefilter("ignore", fastsm.ExtrapolationWarning)
         call()
     assert not [w for w in rec if issubclass(w.category, RuntimeWarning)]
+
+
+@pytest.mark.parametrize("bad, error", [(1.7, TypeError), ("3", TypeError), (1e20, TypeError), ([0, 2.5], TypeError),
+                                        (10**20, TypeError), (-1, ValueError), ([0, 10**6], ValueError)])
+def test_factorize_regions_rejects_non_integer_regions(manifold300, bad, error):
+    """Before: 1.7 was used as 1, "3" as 3, 1e20 raised OverflowError.
+
+    Regression test of #30, item 16.
+    """
+    X, _, Y, _ = manifold300
+    model = tgp.fit_local(X, Y, MANIFOLD_PARAMS, n_neighbors=40, share="region", region_size=20)
+    with pytest.raises(error, match="regions"):
+        model.factorize_regions("kl", regions=bad)
+    assert model.factorize_regions("kl", regions=np.array([0, 1, 1], dtype=np.uint8)) == 2
+    assert model.factorize_regions("kl", regions=3) == 1

@@ -1,9 +1,10 @@
 """Hyperparameter selection (fastsm.tgp.select) against brute-force cross-validation."""
 
+
 import numpy as np
 import pytest
 
-from fastsm import config, datasets, tgp
+from fastsm import config, datasets, shift, tgp
 
 BASE = dict(gammas_x=0.5, gammas_y=2.0, lambdas_x=1e-2, lambdas_y=1e-2)
 
@@ -200,3 +201,57 @@ def test_alpha_screen_scores_a_subsample_then_the_best_on_every_point(data, monk
     assert np.unique(sm_alpha).size == 1
     assert all(r["method"] == "kl" or r["alpha"] == sm_alpha[0] for r in res["params"])
     assert res["rank_test_score"][est.best_index_] == 1
+
+
+def _shift_weights():
+    d = datasets.covariate_shift_toy(seed=0)
+    w = shift.estimate_weights(d.X_train, d.X_test, sigma=0.02).weights
+    assert (w == 0).sum() >= 1  # measured: 8 of 500
+    return d, w
+
+
+@pytest.mark.parametrize("method", ["sm", "kl"])
+def test_loo_select_with_zero_weights_scores_the_weighted_points(method):
+    """Before: a raw broadcast error (500 vs 492 rows).
+
+    Regression test of #19, item 4.
+    """
+    d, w = _shift_weights()
+    keep = w > 0
+    opts = dict(alphas=(0.5, 0.9), betas=(1.5,), method=method, cv="loo", max_iter=20)
+    a = tgp.select(d.X_train, d.Y_train, sample_weight=w, **opts)
+    b = tgp.select(d.X_train[keep], d.Y_train[keep], sample_weight=w[keep], **opts)
+    for c in ("alpha", "mean", "std", "converged"):
+        np.testing.assert_array_equal(a.table[c], b.table[c])
+    assert a.params == b.params
+
+
+def test_cv_estimator_fits_with_kliep_zero_weights():
+    """Regression test of #19, item 4."""
+    from fastsm.sklearn import TwinGPRegressorCV
+
+    d, w = _shift_weights()
+    reg = TwinGPRegressorCV(alphas=(0.5, 0.9), betas=(1.5,), max_iter=20).fit(d.X_train, d.Y_train.ravel(),
+                                                                               sample_weight=w)
+    assert reg.predict(d.X_test[:5]).shape == (5,)
+
+
+def test_kfold_select_skips_validation_folds_of_zero_weight():
+    """Before: ZeroDivisionError from numpy.average.
+
+    Regression test of #19, item 13.
+    """
+    X, _, Y, _ = datasets.toy1(0, n_train=40, n_test=2)
+    w = np.ones(40)
+    w[:10] = 0.0
+    splits = [(np.arange(10, 40), np.arange(10)), (np.arange(0, 30), np.arange(30, 40)),
+              (np.r_[0:20, 30:40], np.arange(20, 30))]
+    opts = dict(alphas=(0.5,), betas=(1.5,), max_iter=20)
+    a = tgp.select(X, Y, sample_weight=w, cv=splits, **opts)
+    b = tgp.select(X, Y, sample_weight=w, cv=splits[1:], **opts)
+    np.testing.assert_array_equal(a.table["mean"], b.table["mean"])
+    assert np.isfinite(tgp.select(X, Y, sample_weight=w, cv=4, random_state=0, **opts).table["mean"]).all()
+    with pytest.raises(ValueError, match="zero on every validation fold"):
+        tgp.select(X, Y, sample_weight=w, cv=splits[:1], **opts)
+    with pytest.raises(ValueError, match="every training point of the fold"):
+        tgp.select(X, Y, sample_weight=w, cv=[(np.arange(10), np.arange(10, 40))], **opts)

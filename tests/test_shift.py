@@ -1,5 +1,6 @@
 """KLIEP by Frank–Wolfe and projected gradient ([CS] §III, docs/math.md §5), against independent references."""
 
+
 import cvxpy as cp
 import numpy as np
 import pytest
@@ -248,3 +249,51 @@ def test_select_sigma_refuses_the_center_counts_estimate_weights_refuses(centers
         shift.estimate_weights(A, B, centers=centers, sigma=1.0)
     with pytest.raises(ValueError, match=message):
         shift.select_sigma(A, B, centers=centers)
+
+
+@pytest.mark.parametrize("max_iter", [10**8, 10**9, 10**30])
+def test_huge_max_iter_allocates_nothing_large(max_iter):
+    """Before: 2.4 GB for 55 iterations at 1e8, MemoryError at 1e9, 'Maximum allowed dimension exceeded' at 1e30.
+
+    Regression test of #19, item 10.
+    """
+    import tracemalloc
+
+    d = datasets.covariate_shift_toy(seed=0)
+    ref = shift.estimate_weights(d.X_train, d.X_test, sigma=0.3, max_iter=10**5)
+    tracemalloc.start()
+    try:
+        iw = shift.estimate_weights(d.X_train, d.X_test, sigma=0.3, max_iter=max_iter)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 20e6, peak  # the 300 x 300 kernel matrix and a 100 000-entry trace
+    np.testing.assert_array_equal(iw.weights, ref.weights)
+    assert iw.gap_history.size == ref.gap_history.size
+
+
+def test_select_sigma_does_not_swallow_other_errors():
+    """Before: threads=0 returned a width whose scores were all -inf, silently.
+
+    Regression test of #19, item 8.
+    """
+    d = datasets.covariate_shift_toy(seed=0)
+    with pytest.raises(ValueError, match="threads must be >= 1"):
+        shift.select_sigma(d.X_train, d.X_test, threads=0)
+    with pytest.raises(ValueError, match="threads must be >= 1"):
+        shift.estimate_weights(d.X_train, d.X_test, sigma=None, threads=0)
+
+
+def test_sigma_none_on_clumped_data_and_a_hopeless_grid():
+    """Before: 'sigma = 0.0884 is too small ... increase sigma' from estimate_weights(sigma=None).
+
+    Regression test of #19, item 8.
+    """
+    Xtr, Xte = np.zeros((20, 2)), np.full((50, 2), 100.0)  # two clumps of duplicates, 141 apart
+    Xtr[::2] += 0.5
+    Xte[::2] += 0.5
+    iw = shift.estimate_weights(Xtr, Xte, sigma=None, random_state=0)
+    assert iw.sigma > 1.0 and np.isfinite(iw.weights).all()
+    np.testing.assert_allclose(iw.weights.mean(), 1.0, rtol=1e-9)
+    with pytest.raises(ValueError, match="no width in sigmas"):
+        shift.select_sigma(Xtr, Xte, sigmas=[1e-3, 1e-2], random_state=0)

@@ -8,6 +8,8 @@ import pytest
 
 pytest.importorskip("sklearn", minversion="1.6")
 
+
+import pytest
 from sklearn.model_selection import GridSearchCV  # noqa: E402
 from sklearn.pipeline import make_pipeline  # noqa: E402
 from sklearn.preprocessing import StandardScaler  # noqa: E402
@@ -205,3 +207,25 @@ def test_estimators_reject_bad_parameters(toy):
         TwinGPRegressor(lambda_x="big").fit(X, Y)
     with pytest.raises(ValueError, match="gammas_y"):
         TwinGPRegressorCV(gammas_y=("scale", "wide")).fit(X, Y)
+
+
+@pytest.mark.parametrize("method", ["sm", "auto", "kl"])
+def test_cv_results_follow_gridsearchcv_conventions(method):
+    """Before (method="sm"): rank_test_score[best_index_] was 6 and a KLTGP search row with alpha NaN had the best
+    mean_test_score; (method="auto"): best_params_ != cv_results_["params"][best_index_] (NaN alpha).
+
+    Regression test of #30, item 4.
+    """
+    from fastsm.sklearn import TwinGPRegressorCV
+
+    X, _, Y, _ = datasets.random_structured(1, n_train=60, n_test=5, dx=3, dy=2)
+    est = TwinGPRegressorCV(method=method, alphas=(0.3, 0.7), cv=3).fit(X, Y)
+    res, i = est.cv_results_, est.best_index_
+    assert res["rank_test_score"][i] == 1
+    assert res["params"][i] == est.best_params_
+    assert est.best_score_ == res["mean_test_score"][i] == np.nanmax(res["mean_test_score"])
+    for params in res["params"]:
+        assert not any(isinstance(v, float) and np.isnan(v) for v in params.values())
+        assert params["method"] in (("kl", "sm") if method == "auto" else (method,))
+    n = len(res["params"])
+    assert all(len(v) == n for v in res.values())

@@ -1,9 +1,12 @@
 """Bad input gets a clear ValueError/TypeError naming the argument."""
 
+import warnings
+
 import numpy as np
 import pytest
 
-from fastsm import datasets, tgp
+from fastsm import ExtrapolationWarning, datasets, shift, tgp
+from tests.conftest import MANIFOLD_PARAMS
 
 
 @pytest.fixture(scope="module")
@@ -111,3 +114,73 @@ def test_ikl_needs_c(data):
     assert m.G is None and m.C is None
     with pytest.raises(ValueError, match="ikl"):
         tgp.predict(m, Xte, method="ikl")
+
+
+def test_overflowing_outputs_are_rejected(toy300):
+    """Regression test of #6, item 8."""
+    Xtr, _, Ytr, _ = toy300
+    with pytest.raises(ValueError, match="Y is too large"):
+        tgp.fit(Xtr, Ytr * 1e300)
+
+
+def test_certainty_validates_batch_size(toy300):
+    """Regression test of #6, item 9."""
+    Xtr, Xte, Ytr, Yte = toy300
+    m = tgp.fit(Xtr, Ytr)
+    with pytest.raises(ValueError, match="batch_size"):
+        tgp.certainty(m, Xte, Yte, batch_size=-1)
+
+
+def test_numpy_ints_none_methods_and_huge_max_iter_are_accepted(toy300):
+    """Regression test of #6, item 9."""
+    Xtr, Xte, Ytr, _ = toy300
+    m = tgp.fit(Xtr, Ytr, methods=None, threads=np.int64(2))
+    assert m.methods == ("kl", "ikl", "sm")
+    p = tgp.predict(m, Xte[:5], method="kl", max_iter=2**63, threads=np.int32(1))
+    assert p.converged.all()
+    with pytest.raises(TypeError, match="methods"):
+        tgp.fit(Xtr, Ytr, methods=3)
+
+
+def test_errors_name_the_argument():
+    """Regression test of #19, item 14."""
+    d = datasets.covariate_shift_toy(seed=0)
+    with pytest.raises(ValueError, match="sigma = 1e-300 is too small"):  # before: ZeroDivisionError
+        shift.estimate_weights(d.X_train, d.X_test, sigma=1e-300)
+    with pytest.raises(ValueError, match="no width in sigmas"):
+        shift.select_sigma(d.X_train, d.X_test, sigmas=[1e-300])
+    with pytest.raises(TypeError, match="random_state must be"):  # before: a SeedSequence error
+        shift.estimate_weights(d.X_train, d.X_test, sigma=0.3, centers=10, random_state="x")
+    with pytest.raises(TypeError, match="random_state must be"):
+        tgp.select(d.X_train, d.Y_train, cv=3, random_state="x", alphas=(0.5,), betas=(1.5,))
+    with pytest.raises(TypeError, match="seed must be"):
+        from fastsm import gmm
+
+        mix = datasets.gmm_manifold(d=2, K=2, n_gaussians=4, n_mixtures=2, seed=0)[0]
+        gmm.pairwise(mix, method="mc", seed="x", n_samples=10)
+    for cv in (True, None, 2.0):  # before: "'bool' object is not iterable"
+        with pytest.raises(TypeError, match="cv must be 'loo', an int >= 2"):
+            tgp.select(d.X_train, d.Y_train, cv=cv, alphas=(0.5,), betas=(1.5,))
+    with pytest.raises(ValueError, match="X_train has values up to .* standardise"):  # before: overflow
+        shift.estimate_weights(d.X_train * 1e160, d.X_test * 1e160)
+
+
+def test_inputs_near_float64_max_give_a_value_error_or_a_finite_prediction():
+    """Before: an input of 1.7e308 per coordinate was predicted as y = inf (the linear start overflowed).
+
+    Regression test of #30, item 15.
+    """
+    X, Xt, Y, _ = datasets.toy1(0, n_train=150, n_test=4)
+    big = Xt.copy()
+    big[1] = 1.7e308
+    for model in (tgp.fit(X, Y, MANIFOLD_PARAMS), tgp.fit_local(X, Y, MANIFOLD_PARAMS, n_neighbors=40, share="region",
+                                                        region_size=20)):
+        for method in ("kl", "sm"):
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", ExtrapolationWarning)
+                    y = tgp.predict(model, big, method=method).y
+            except ValueError as err:
+                assert "X" in str(err)
+            else:
+                assert np.isfinite(y).all()

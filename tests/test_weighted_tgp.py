@@ -139,3 +139,109 @@ def test_cs_eq12_to_17_read_literally_change_nothing(toy):
     plain = np.einsum("ij,ij->j", k, np.linalg.solve(K, k))
     literal = np.einsum("ij,ij->j", s * k, np.linalg.solve(s * K * s.T, s * k))
     np.testing.assert_allclose(literal, plain, rtol=1e-6)
+
+
+TINY = (1e-300, 6.5e-315, 1e-320, 0.0)
+
+
+def _tiny_weights(n, rng):
+    w = rng.uniform(0.5, 2.0, n)
+    w[[1, 4, 7, 9]] = TINY
+    return w
+
+
+@pytest.mark.parametrize("method", ["sm", "kl", "ikl"])
+def test_negligible_weights_equal_leaving_the_points_out(method):
+    """Before: infinite log-determinants; IKLTGP converged for no point and was 0.34 off the left-out model.
+
+    Regression test of #19, item 6.
+    """
+    X, Xt, Y, _ = datasets.toy1(0, n_train=60, n_test=15)
+    w = _tiny_weights(60, np.random.default_rng(1))
+    keep = w > 1e-200
+    full = tgp.fit(X, Y, sample_weight=w)
+    left = tgp.fit(X[keep], Y[keep], sample_weight=w[keep])
+    assert full.n_train == keep.sum()
+    assert np.isfinite([full.logdet_x, full.logdet_y, full.logdet_xy]).all()
+    a, b = tgp.predict(full, Xt, method=method), tgp.predict(left, Xt, method=method)
+    np.testing.assert_array_equal(a.y, b.y)
+    assert a.converged.all()
+
+
+def test_negligible_weights_in_partial_fit_select_and_local():
+    """Regression test of #19, item 6."""
+    X, Xt, Y, _ = datasets.toy1(0, n_train=60, n_test=10)
+    rng = np.random.default_rng(2)
+    w = rng.uniform(0.5, 2.0, 60)
+    p = tgp.TGPParams(gamma_x=0.2, gamma_y=20.0)  # numbers: partial_fit keeps the first fit's widths
+    model = tgp.fit(X[:50], Y[:50], p, sample_weight=w[:50])
+    # before: "duplicates a training point" for w = 1e-320
+    same = tgp.partial_fit(model, X[50:52], Y[50:52], sample_weight=[1e-320, 0.0])
+    assert same.n_train == 50
+    np.testing.assert_array_equal(tgp.predict(same, Xt).y, tgp.predict(model, Xt).y)
+    grown = tgp.partial_fit(model, X[50:53], Y[50:53], sample_weight=[1e-320, 1.0, 6.5e-315])
+    ref = tgp.fit(np.vstack([X[:50], X[51:52]]), np.vstack([Y[:50], Y[51:52]]), p,
+                  sample_weight=np.append(w[:50], 1.0))
+    np.testing.assert_allclose(tgp.predict(grown, Xt, method="kl").y, tgp.predict(ref, Xt, method="kl").y,
+                               atol=1e-7)
+    wt = _tiny_weights(60, rng)
+    keep = wt > 1e-200
+    opts = dict(alphas=(0.5,), betas=(1.5,), cv="loo", max_iter=20)
+    a = tgp.select(X, Y, sample_weight=wt, **opts)
+    b = tgp.select(X[keep], Y[keep], sample_weight=wt[keep], **opts)
+    np.testing.assert_array_equal(a.table["mean"], b.table["mean"])
+    la = tgp.predict(tgp.fit_local(X, Y, n_neighbors=20, sample_weight=wt), Xt)
+    lb = tgp.predict(tgp.fit_local(X[keep], Y[keep], n_neighbors=20, sample_weight=wt[keep]), Xt)
+    np.testing.assert_array_equal(la.y, lb.y)
+
+
+def test_all_negligible_weights_are_rejected_clearly():
+    """Regression test of #19, item 6."""
+    X, _, Y, _ = datasets.toy1(0, n_train=20, n_test=2)
+    with pytest.raises(ValueError, match="sample_weight must have an entry above"):
+        tgp.fit(X, Y, sample_weight=np.full(20, 1e-310))
+
+
+def test_huge_sample_weights_neither_overflow_nor_change_the_widths():
+    """Before: w_i w_j overflowed in median_sq_distance for uniform weights >= ~1e154 (gamma_y 3.8 -> 1.1e6), and
+    select with weights 1e307 scored every row NaN and still returned a selection.
+
+    Regression test of #30, item 9.
+    """
+    from fastsm.tgp.loo import loo_ridge
+    from fastsm.tgp.params import TGPParams
+
+    X, _, Y, _ = datasets.random_structured(0, n_train=80, n_test=5, dx=3, dy=2)
+    ref = TGPParams().resolve(X, Y)
+    for c in (1e154, 1e200, 1e307, 1e-300):
+        assert TGPParams().resolve(X, Y, np.full(len(X), c)) == ref
+    w = np.random.default_rng(0).uniform(0.5, 2.0, len(X))
+    assert TGPParams().resolve(X, Y, w * 2.0**900) == TGPParams().resolve(X, Y, w)  # exact factor: exact
+    a, b = TGPParams().resolve(X, Y, w * 1e300), TGPParams().resolve(X, Y, w)  # up to a tie-break by rounding
+    np.testing.assert_allclose([a.gamma_x, a.gamma_y], [b.gamma_x, b.gamma_y], rtol=0.05)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        for cv in ("loo", 3):
+            sel = tgp.select(X, Y, sample_weight=np.full(len(X), 1e307), cv=cv, method="kl")
+            assert np.isfinite(sel.table["mean"]).all()
+        start = loo_ridge(tgp.fit(X, Y, sample_weight=np.full(len(X), 1e307)))
+    np.testing.assert_allclose(start, loo_ridge(tgp.fit(X, Y)), rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("n, k", [(1200, 2), (2500, 3)])
+def test_integer_weights_give_the_widths_of_repeated_rows_above_the_thinning_threshold(n, k):
+    """Before: 1200 rows x weight 2 gave gamma_x 0.026257, the rows repeated to 2400: 0.026219.
+
+    Regression test of #30, item 10.
+    """
+    from fastsm.tgp.params import SCALE_MAX_ROWS, TGPParams
+
+    rng = np.random.default_rng(5)
+    X, Y = rng.standard_normal((n, 4)), rng.standard_normal((n, 2))
+    assert n * k > SCALE_MAX_ROWS
+    weighted = TGPParams().resolve(X, Y, np.full(n, float(k)))
+    repeated = TGPParams().resolve(np.repeat(X, k, axis=0), np.repeat(Y, k, axis=0))
+    assert weighted == repeated
+    w = rng.integers(1, 4, n)
+    assert TGPParams().resolve(X, Y, w.astype(float)) == TGPParams().resolve(np.repeat(X, w, axis=0),
+                                                                           np.repeat(Y, w, axis=0))
