@@ -66,7 +66,9 @@ def tri_rows_of(A, M, forward, plan, nthreads):
     (:func:`~fastsm._kernels.gemm.tri_products`, the plan's row tiles or row loops); a new C-ordered array."""
     m, n = A.shape
     work = np.zeros((2, padded_rows(m, plan), n))
-    work[0, :m] = A
+    for r in range(m):  # loops, not a slice assignment: its shape check costs compile time
+        for j in range(n):
+            work[0, r, j] = A[r, j]
     ops = np.zeros((1, 4), dtype=np.int64)
     ops[0, 2] = 1 if forward else 0
     ops[0, 3] = 1
@@ -178,8 +180,9 @@ def _column_extremes(Y):
             elif v > hi2[c]:
                 hi2[c] = v
     if n == 1:
-        lo2[:] = lo1
-        hi2[:] = hi1
+        for c in range(dy):
+            lo2[c] = lo1[c]
+            hi2[c] = hi1[c]
     return lo1, lo2, hi1, hi2
 
 

@@ -92,7 +92,8 @@ def gram_upper(Z, gamma, K):
         off = 0
         for r in range(i, i1):
             m = n - r - 1
-            K[r, r + 1:] = buf[off:off + m]
+            for j in range(m):  # loops, not a slice assignment: its shape check costs compile time
+                K[r, r + 1 + j] = buf[off + j]
             off += (m + 7) // 8 * 8
         i = i1
 

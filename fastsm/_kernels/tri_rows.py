@@ -207,7 +207,9 @@ def _solve_forward4(X, r, S, P):
     """:func:`row_solve_forward` of rows ``r .. r+3`` in one sweep over ``S`` (the same operations per row)."""
     n = S.shape[0]
     y0, y1, y2, y3 = P[r], P[r + 1], P[r + 2], P[r + 3]
-    P[r:r + 4] = X[r:r + 4]
+    for q in range(4):  # loops, not a slice assignment: its shape check costs compile time
+        for j in range(X.shape[1]):
+            P[r + q, j] = X[r + q, j]
     for j in range(n):
         d = 1.0 / S[j, j]
         a0 = y0[j] * d
@@ -230,7 +232,9 @@ def _solve_backward4(X, r, S, P):
     """:func:`row_solve_backward` of rows ``r .. r+3`` in one sweep over ``S`` (the same operations per row)."""
     n = S.shape[0]
     y0, y1, y2, y3 = P[r], P[r + 1], P[r + 2], P[r + 3]
-    P[r:r + 4] = X[r:r + 4]
+    for q in range(4):  # loops, not a slice assignment: its shape check costs compile time
+        for j in range(X.shape[1]):
+            P[r + q, j] = X[r + q, j]
     for i in range(n - 1, -1, -1):
         d = 1.0 / S[i, i]
         a0 = y0[i] * d
