@@ -42,7 +42,7 @@ import functools
 import numba
 import numpy as np
 
-from fastsm._kernels.gemm import CALL_OVERHEAD_ROWS, TilePlan, padded_rows, probe_tri, row_tiles, tri_products
+from fastsm._kernels.gemm import CALL_OVERHEAD_ROWS, RowPlan, TilePlan, padded_rows, probe_tri, row_tiles, tri_products
 from fastsm._kernels.tri_rows import symmetric_storage
 from fastsm._threads import thread_limits
 from fastsm._warn import warn
@@ -135,9 +135,9 @@ def choose(probe: Probe) -> tuple[tuple[int, ...], int]:
 
 
 #: The plan of the row loops (:mod:`fastsm._kernels.tri_rows`): no BLAS call, nothing to check.
-ROW_PLAN = TilePlan(np.ones(1, dtype=np.int64), 1, 0, True)
+ROW_PLAN = RowPlan(np.ones(1, dtype=np.int64), 1, 0, True)
 #: The row loops' substitutions with Cholesky factors (both factors; models in Cholesky form).
-ROW_SOLVE_PLAN = TilePlan(np.ones(1, dtype=np.int64), 1, 0, True, 3)
+ROW_SOLVE_PLAN = RowPlan(np.ones(1, dtype=np.int64), 1, 0, True, 3)
 
 
 @functools.cache

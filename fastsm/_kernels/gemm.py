@@ -42,7 +42,7 @@ from typing import NamedTuple
 import llvmlite.binding as llvm
 import numpy as np
 from numba import prange, types
-from numba.core.extending import intrinsic
+from numba.core.extending import intrinsic, overload
 from numba.extending import get_cython_function_address
 from numba.np.linalg import ensure_blas
 
@@ -110,6 +110,17 @@ class TilePlan(NamedTuple):
     panel_width: int
     rows: bool = False
     solve: int = 0
+
+
+class RowPlan(TilePlan):
+    """A :class:`TilePlan` whose products run by row loops (``rows`` is True, ``heights`` is ``(1,)``).
+
+    A class of its own so that Numba types it apart: a kernel compiled for a tile plan contains no
+    row loops and one compiled for a row plan no BLAS tiles (:func:`tri_products`).  The row loops
+    took 14 s of the first global prediction's compilation, relinked into every caller.
+    """
+
+    __slots__ = ()
 
 
 @intrinsic
@@ -308,54 +319,88 @@ def tri_products(work, M0, M1, ops, m, plan, nthreads):
     :data:`ROW_CHUNK` rows (no padding).  A factor that ``plan.solve`` marks is a Cholesky factor
     ``L``, and ``M x`` reads ``L^-1 x`` (substitutions: the same row loops, or DTRSM tiles); on one
     thread all ``m`` rows go to it in one call per product, in this function, which is not compiled
-    for threads: entering one that is (:func:`_parallel_products`) costs about 2 µs even where it launches nothing, two
-    thirds of a ``K = 200`` substitution.
+    for threads: entering one that is (:func:`_row_products`) costs about 2 µs even where it launches nothing,
+    two thirds of a ``K = 200`` substitution.
     """
-    if plan.rows and nthreads == 1:
-        for g in range(ops.shape[0]):
-            if ops[g, 1] == 0:
-                rows_product(work[ops[g, 0]], np.int64(0), m, M0, ops[g, 2] == 1, work[ops[g, 3]], solves(plan, 0))
-            else:
-                rows_product(work[ops[g, 0]], np.int64(0), m, M1, ops[g, 2] == 1, work[ops[g, 3]], solves(plan, 1))
+    run_products(work, M0, M1, ops, m, plan, nthreads)
+
+
+def run_products(work, M0, M1, ops, m, plan, nthreads):
+    """:func:`tri_products` by the plan's kind: row loops for a :class:`RowPlan` (in this thread where
+    ``nthreads == 1``, else :func:`_row_products`), DTRMM/DTRSM tiles (:func:`_tile_products`) for
+    any other plan.  In kernels the choice is made at compile time (:func:`_run_products_overload`),
+    so each compiled version holds one kind of product only."""
+    if isinstance(plan, RowPlan):
+        if nthreads == 1:
+            _serial_rows(work, M0, M1, ops, m, plan)
+        else:
+            _row_products(work, M0, M1, ops, m, plan, nthreads)
     else:
-        _parallel_products(work, M0, M1, ops, m, plan, nthreads)
+        _tile_products(work, M0, M1, ops, m, plan, nthreads)
+
+
+@overload(run_products)
+def _run_products_overload(work, M0, M1, ops, m, plan, nthreads):
+    if getattr(plan, "instance_class", None) is RowPlan:
+        def rows_impl(work, M0, M1, ops, m, plan, nthreads):
+            if nthreads == 1:
+                _serial_rows(work, M0, M1, ops, m, plan)
+            else:
+                _row_products(work, M0, M1, ops, m, plan, nthreads)
+        return rows_impl
+
+    def tiles_impl(work, M0, M1, ops, m, plan, nthreads):
+        _tile_products(work, M0, M1, ops, m, plan, nthreads)
+    return tiles_impl
+
+
+@kernel()
+def _serial_rows(work, M0, M1, ops, m, plan):
+    """The row loops of :func:`tri_products` in this thread, all ``m`` rows in one call per product."""
+    for g in range(ops.shape[0]):
+        if ops[g, 1] == 0:
+            rows_product(work[ops[g, 0]], np.int64(0), m, M0, ops[g, 2] == 1, work[ops[g, 3]], solves(plan, 0))
+        else:
+            rows_product(work[ops[g, 0]], np.int64(0), m, M1, ops[g, 2] == 1, work[ops[g, 3]], solves(plan, 1))
 
 
 @kernel(parallel=True)
-def _parallel_products(work, M0, M1, ops, m, plan, nthreads):
-    """:func:`tri_products` on threads, one task per product and row chunk (row loops: chunks of at most
-    :data:`ROW_CHUNK` rows, no padding) or per product and DTRMM (DTRSM) tile: one parallel loop for
-    both, which compiles in less time than one each."""
+def _row_products(work, M0, M1, ops, m, plan, nthreads):
+    """:func:`tri_products` by row loops on threads: one task per product and chunk of at most
+    :data:`ROW_CHUNK` rows (no padding)."""
+    nprod = ops.shape[0]
+    groups = max(1, nthreads // nprod)
+    chunk = max(1, min(ROW_CHUNK, (m + groups - 1) // groups))
+    nc = (m + chunk - 1) // chunk
+    for task in prange(nprod * nc):
+        g = task // nc
+        r0 = (task - g * nc) * chunk
+        h = min(chunk, m - r0)
+        f = ops[g, 1]
+        M = M0 if f == 0 else M1
+        rows_product(work[ops[g, 0]], r0, h, M, ops[g, 2] == 1, work[ops[g, 3]], solves(plan, f))
+
+
+@kernel(parallel=True)
+def _tile_products(work, M0, M1, ops, m, plan, nthreads):
+    """:func:`tri_products` by DTRMM (DTRSM) tiles on threads, one task per product and tile."""
     n = work.shape[2]
     nprod = ops.shape[0]
     groups = max(1, nthreads // nprod)
-    if plan.rows:
-        chunk = max(1, min(ROW_CHUNK, (m + groups - 1) // groups))
-        nc = (m + chunk - 1) // chunk
-        starts = np.empty(nc, dtype=np.int64)
-        heights = np.empty(nc, dtype=np.int64)
-        for i in range(nc):
-            starts[i] = i * chunk
-            heights[i] = min(chunk, m - i * chunk)
-    else:
-        starts, heights = capped_tiles(m, plan, (m + groups - 1) // groups)
-        nt = starts.shape[0]
-        mp = starts[nt - 1] + heights[nt - 1] if nt > 0 else 0
-        for g in range(nprod):
-            for r in range(m, mp):
-                for j in range(n):
-                    work[ops[g, 0], r, j] = 0.0
+    starts, heights = capped_tiles(m, plan, (m + groups - 1) // groups)
     nt = starts.shape[0]
+    mp = starts[nt - 1] + heights[nt - 1] if nt > 0 else 0
+    for g in range(nprod):
+        for r in range(m, mp):
+            for j in range(n):
+                work[ops[g, 0], r, j] = 0.0
     for task in prange(nprod * nt):
         g = task // nt
         i = task - g * nt
         f = ops[g, 1]
         M = M0 if f == 0 else M1
-        if plan.rows:
-            rows_product(work[ops[g, 0]], starts[i], heights[i], M, ops[g, 2] == 1, work[ops[g, 3]], solves(plan, f))
-        else:
-            tri_tile(work[ops[g, 0]], starts[i], heights[i], M, ops[g, 2] == 1, work[ops[g, 3]], starts[i],
-                     solves(plan, f))
+        tri_tile(work[ops[g, 0]], starts[i], heights[i], M, ops[g, 2] == 1, work[ops[g, 3]], starts[i],
+                 solves(plan, f))
 
 
 @kernel(parallel=True)
