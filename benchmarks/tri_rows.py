@@ -45,7 +45,7 @@ def main() -> None:
             W = np.tril(rng.standard_normal((n, n)))
             heights, unit = choose(Probe(n))
             plans = {"rows": (ROW_PLAN, symmetric_storage(W)),
-                     "tiles": (TilePlan(np.array(heights, dtype=np.int64), unit, 0), W)}
+                     "tiles": (TilePlan(np.array(heights, dtype=np.int64), unit), W)}
             for m in args.rows:
                 for fwd, name in ((1, "forward"), (0, "backward")):
                     ops = np.array([[0, 0, fwd, 1]], dtype=np.int64)

@@ -120,7 +120,7 @@ ROUND_SIZES = (1, 2, 3, 5, 8, 13, 20, 32, 50, 80, 128, 200, 320, 512)
 
 def menu_cost(heights) -> float:
     """(Rows computed + per-call overhead) / rows needed, summed over :data:`ROUND_SIZES`."""
-    plan = TilePlan(np.array(heights, dtype=np.int64), int(heights[-1]), 0)
+    plan = TilePlan(np.array(heights, dtype=np.int64), int(heights[-1]))
     total = 0.0
     for m in ROUND_SIZES:
         _, hs = row_tiles(m, plan)
@@ -135,9 +135,9 @@ def choose(probe: Probe) -> tuple[tuple[int, ...], int]:
 
 
 #: The plan of the row loops (:mod:`fastsm._kernels.tri_rows`): no BLAS call, nothing to check.
-ROW_PLAN = RowPlan(np.ones(1, dtype=np.int64), 1, 0, True)
+ROW_PLAN = RowPlan(np.ones(1, dtype=np.int64), 1, True)
 #: The row loops' substitutions with Cholesky factors (both factors; models in Cholesky form).
-ROW_SOLVE_PLAN = RowPlan(np.ones(1, dtype=np.int64), 1, 0, True, 3)
+ROW_SOLVE_PLAN = RowPlan(np.ones(1, dtype=np.int64), 1, True, 3)
 
 
 @functools.cache
@@ -149,7 +149,7 @@ def tile_plan(n: int) -> TilePlan:
             f"this BLAS computes a row of a matrix product differently depending on the call's shape for every "
             f"tile menu fastsm tried (N = {n}); products run one row per call to stay deterministic (slow)",
             RuntimeWarning)
-    return TilePlan(np.array(heights, dtype=np.int64), int(unit), 0)
+    return TilePlan(np.array(heights, dtype=np.int64), int(unit))
 
 
 def product_factor(M: np.ndarray, plan: TilePlan) -> np.ndarray:

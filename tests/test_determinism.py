@@ -63,7 +63,7 @@ def test_product_rows_do_not_depend_on_the_other_rows(n, kind):
     else:
         with thread_limits(2):
             heights, unit = choose(Probe(n))
-        plan = TilePlan(np.array(heights, dtype=np.int64), unit, 0, False, 3 if kind == "tile-solve" else 0)
+        plan = TilePlan(np.array(heights, dtype=np.int64), unit, False, 3 if kind == "tile-solve" else 0)
     for forward, dense in ((True, M.T), (False, M)):
         with thread_limits(2):
             full = tri(A, M, forward, plan)
@@ -88,7 +88,7 @@ def test_tile_plan_is_a_checked_menu(n):
     with thread_limits(2):
         probe = Probe(n)
     heights, unit = choose(probe)
-    plan = TilePlan(np.array(heights, dtype=np.int64), unit, 0)
+    plan = TilePlan(np.array(heights, dtype=np.int64), unit)
     hs = [int(h) for h in plan.heights]
     assert hs == sorted(hs, reverse=True) and all(h % plan.unit == 0 for h in hs)
     assert plan.unit == hs[-1]

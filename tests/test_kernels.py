@@ -181,3 +181,19 @@ def test_potrf_trtri_against_scipy_and_reads_the_lower_triangle_only():
     bad = np.eye(3)
     bad[1, 1] = -1.0
     assert potrf_trtri(bad)[3] == 2
+
+
+def test_tiled_dgemm_matches_numpy_and_zeroes_the_padding(rng):
+    """``python -m fastsm bench``'s DGEMM yardstick computes ``K @ M`` by its tiles (a NumPy reference)."""
+    from fastsm._kernels.dgemm_rate import tiled_dgemm
+    from fastsm._kernels.gemm import TilePlan, padded_rows
+
+    b, n = 37, 50
+    plan = TilePlan(np.array([16, 8, 4, 2, 1], dtype=np.int64), 1)
+    mp = padded_rows(b, plan)
+    K = np.vstack([rng.random((b, n)), np.ones((mp - b, n))])
+    M = rng.random((n, n))
+    P = np.full((mp, n), np.nan)
+    tiled_dgemm(K, b, M, P, plan)
+    np.testing.assert_allclose(P[:b], K[:b] @ M, rtol=1e-13, atol=0)
+    assert (K[b:] == 0).all() and (P[b:] == 0).all()

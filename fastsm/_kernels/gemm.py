@@ -1,38 +1,24 @@
-"""Matrix products whose rows do not depend on the other rows of the call.
+"""Products of row buffers with lower-triangular factors whose rows do not depend on the other rows
+of the call.
 
-Since #29 the evaluations multiply by lower-triangular factors: :func:`tri_products` runs one
-single-threaded DTRMM per row tile (:func:`tri_tile`; DTRSM for Cholesky factors, #55), and the
-plan's heights are checked for those calls (:mod:`fastsm._products`).  The DGEMM tiles below
-(:func:`plan_products`) remain as the benchmarks' DGEMM-rate yardstick; the text that follows
-describes the tiling both share.
+Every product of a batch of rows with a model's ``N × N`` factor (the evaluations' ``W x`` and
+``W^T x``, the Hessian's, the points' precomputations) is cut into *row tiles*, each one
+single-threaded DTRMM call (DTRSM for a Cholesky factor: a substitution, #55) on the tile's rows
+copied in place (:func:`tri_tile`), with the shape from a :class:`TilePlan`:
 
-Every product of a batch of rows with a fixed ``N × N`` matrix (the
-optimiser's ``K M1``, ``K M2``; ``fit``'s and ``predict``'s precomputations)
-is cut into *tiles*, and each tile is one single-threaded DGEMM call
-``P[r0:r0+h, c0:c0+w] = K[r0:r0+h] @ M[:, c0:c0+w]`` whose shape comes from a
-:class:`TilePlan`:
+* the tile heights come from a short menu that depends on ``N`` only; a call of ``m`` rows is
+  covered by the cheapest set of menu heights (:func:`row_tiles`), padded with zero rows;
+* operands are addressed in place with their leading dimensions (no copies, no transposes), so
+  the strides are those of the buffers, not of the batch.
 
-* the tile heights ``h`` come from a short menu that depends on ``N`` only;
-  a call of ``m`` rows is covered by the cheapest set of menu heights
-  (:func:`row_tiles`), padded with zero rows;
-* the columns are either the full width or fixed panels of ``panel_width``
-  columns, a function of ``N`` only;
-* operands are addressed in place with their leading dimensions (no copies,
-  no transposes), so the strides are those of the buffers, not of the batch.
-
-A BLAS computes a row of a call with the same arithmetic whatever the other
-rows are only for some shapes: OpenBLAS's SkylakeX kernels switch to a
-"small-matrix" kernel below ``M N K = 10^6``, Nehalem's handle rows in fours,
-Haswell's in twos or eights (measured; ``docs/threads.md``).  Which shapes are
-safe is therefore *checked*, not assumed: :mod:`fastsm._products` runs every
-shape of the menu once per ``N`` and process on random data and keeps only the
-menu entries whose rows agree bit for bit with one reference call, falling
-back to one row per call (identical calls, so trivially deterministic) when
-no menu passes.
-
-The DGEMM is reached through Numba's own cacheable binding
-(``numba_xxgemm``, what ``np.dot`` calls) so that operands keep their
-strides: ``np.dot`` accepts only contiguous outputs.
+A BLAS computes a row of a call with the same arithmetic whatever the other rows are only for some
+shapes: OpenBLAS's SkylakeX kernels switch to a "small-matrix" kernel below ``M N K = 10^6``,
+Nehalem's handle rows in fours, Haswell's in twos or eights (measured; ``docs/threads.md``).  Which
+shapes are safe is therefore *checked*, not assumed: :mod:`fastsm._products` runs every shape of the
+menu once per ``N`` and process on random data and keeps only the menu entries whose rows agree bit
+for bit with one reference call, falling back to one row per call (identical calls, so trivially
+deterministic) when no menu passes.  Small ``N`` uses row loops instead (:class:`RowPlan`,
+:mod:`~fastsm._kernels.tri_rows`).
 """
 
 from __future__ import annotations
@@ -44,12 +30,10 @@ import numpy as np
 from numba import prange, types
 from numba.core.extending import intrinsic, overload
 from numba.extending import get_cython_function_address
-from numba.np.linalg import ensure_blas
 
 from fastsm._kernels.tri_rows import rows_product
 from fastsm.config import kernel
 
-ensure_blas()
 # DTRMM, reached by name like Numba's own DGEMM binding so that kernels calling it stay cacheable:
 # the symbol is registered in this process before any kernel is compiled or loaded from the cache.
 llvm.add_symbol("fastsm_dtrmm", get_cython_function_address("scipy.linalg.cython_blas", "dtrmm"))
@@ -64,18 +48,6 @@ _TRMM_SIG = types.void(
 _dtrmm = types.ExternalFunction("fastsm_dtrmm", _TRMM_SIG)
 _dtrsm = types.ExternalFunction("fastsm_dtrsm", _TRMM_SIG)  # the same arguments
 
-_XXGEMM_SIG = types.intc(
-    types.char, types.char, types.char,                      # kind, transa, transb
-    types.intp, types.intp, types.intp,                      # m, n, k
-    types.CPointer(types.float64),                           # alpha
-    types.CPointer(types.float64), types.intp,               # a, lda
-    types.CPointer(types.float64), types.intp,               # b, ldb
-    types.CPointer(types.float64),                           # beta
-    types.CPointer(types.float64), types.intp,               # c, ldc
-)
-_xxgemm = types.ExternalFunction("numba_xxgemm", _XXGEMM_SIG)
-
-_D = ord("d")
 _N = ord("N")
 _T = ord("T")
 _L = ord("L")
@@ -91,9 +63,6 @@ class TilePlan(NamedTuple):
         Allowed tile heights, descending; all multiples of ``unit``.
     unit : int
         The smallest height (every height is a multiple of it).
-    panel_width : int
-        Width of the column panels (the last one narrower), or 0 when every
-        call is full width.
     rows : bool
         Triangular products by :mod:`~fastsm._kernels.tri_rows`'s row loops instead of DTRMM
         tiles (small ``N``, ``config.ROW_PRODUCTS_MAX_N``); the factors then come in symmetric
@@ -107,7 +76,6 @@ class TilePlan(NamedTuple):
 
     heights: np.ndarray
     unit: int
-    panel_width: int
     rows: bool = False
     solve: int = 0
 
@@ -133,22 +101,6 @@ def ptr(typingctx, arr, offset):
         return builder.gep(ary.data, [args[1]])
 
     return sig, codegen
-
-
-@kernel()
-def gemm_tile(K, r0, h, M, c0, w, P, scal):
-    """``P[r0:r0+h, c0:c0+w] = K[r0:r0+h] @ M[:, c0:c0+w]``: one DGEMM call, operands in place.
-
-    ``K``, ``M`` and ``P`` are C-contiguous with ``M.shape[0]`` = ``K``'s
-    columns; ``scal = [1.0, 0.0]`` (alpha, beta).  In column-major terms the
-    call is ``P^T = M^T K^T`` with leading dimensions the row lengths.
-    """
-    n = M.shape[0]
-    ldk = K.shape[1]
-    ldm = M.shape[1]
-    ldp = P.shape[1]
-    _xxgemm(_D, _N, _N, w, h, n, ptr(scal, 0), ptr(M, c0), ldm, ptr(K, r0 * ldk), ldk, ptr(scal, 1),
-            ptr(P, r0 * ldp + c0), ldp)
 
 
 @kernel()
@@ -266,44 +218,8 @@ def padded_rows(m, plan):
 
 
 @kernel()
-def panels(n, plan, use_panels):
-    """``(width, count)`` of the column split: panels of ``plan.panel_width`` or the full width."""
-    if not use_panels or plan.panel_width <= 0 or plan.panel_width >= n:
-        return n, 1
-    w = plan.panel_width
-    return w, (n + w - 1) // w
-
-
-@kernel(parallel=True)
-def plan_products(K, m, M, P, plan, nthreads):
-    """``P[:mp] = K[:mp] @ M`` by the plan's tiles (``python -m fastsm bench``'s DGEMM-rate yardstick).
-
-    ``K`` must hold ``mp = padded_rows(m, plan)`` rows; the ones past ``m``
-    are set to zero here (the tile cover is computed once per call).  Panels
-    are used only when the full-width tiles would leave threads idle; the
-    plan guarantees both give the same rows.  ``nthreads`` (the caller's
-    Numba thread count) chooses that split only.
-    """
-    n = M.shape[0]
-    starts, heights = row_tiles(m, plan)
-    nt = starts.shape[0]
-    mp = starts[nt - 1] + heights[nt - 1] if nt > 0 else 0
-    for r in range(m, mp):
-        for j in range(K.shape[1]):
-            K[r, j] = 0.0
-    width, npan = panels(n, plan, nt < 2 * nthreads)
-    scal = np.array([1.0, 0.0])
-    for task in prange(nt * npan):
-        i = task // npan
-        j = task - i * npan
-        c0 = j * width
-        w = min(n, c0 + width) - c0
-        gemm_tile(K, starts[i], heights[i], M, c0, w, P, scal)
-
-
-@kernel()
 def tri_products(work, M0, M1, ops, m, plan, nthreads):
-    """Products of row buffers with lower-triangular factors, by the plan's row tiles (:func:`trmm_tile`).
+    """Products of row buffers with lower-triangular factors, by the plan's row tiles (:func:`tri_tile`).
 
     ``work`` is a stack of row buffers, ``M0`` and ``M1`` ``N × N`` lower-triangular factors and
     ``ops`` one row ``(source, factor, fwd, target)`` per product:

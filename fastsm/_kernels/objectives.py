@@ -166,7 +166,7 @@ def evaluate_rows(obj, pts, idx, Yt, out, prod, cubic):
     ``prod.plan.heights[0]``, the plan and the thread count.
 
     Parallel loops: kernel rows (one task per row); the products of each stage (module
-    docstring) by the tiles and panels of ``plan``
+    docstring) by the tiles of ``plan``
     (:func:`~fastsm._kernels.gemm.tri_products`: call shapes from a menu that depends on ``N``
     only, checked on this process's BLAS to give every row the same arithmetic wherever it
     sits); the O(N) per-row work between stages; then the O(N·dy) value and gradient.  The
