@@ -65,7 +65,7 @@ def update(sizes):
 def beta_paths():
     from fastsm._kernels.objectives import Points
     from fastsm._kernels.optimize import minimize_batch
-    from fastsm._kernels.quasi_newton import Options, plain_start
+    from fastsm._kernels.quasi_newton import Options, plain_start, stop_rule
     from fastsm._threads import thread_limits
     from fastsm.tgp import prediction as api
     from fastsm.tgp import views
@@ -80,7 +80,7 @@ def beta_paths():
         F, eta_x, _, _ = api.prepare_points(model, Xt, "sm")
         n = len(Xt)
         for beta in (0.5, 0.99, 1.5):
-            opts = Options(50, np.full(n, 1e-8 * model.y_spread), config.DEFAULT_FTOL,
+            opts = Options(stop_rule(50, np.full(n, 1e-8 * model.y_spread), config.DEFAULT_FTOL),
                            np.full(n, 0.25 * model.y_spread), True, config.DEFAULT_WINDOW, numba.get_num_threads(),
                            False)
             with thread_limits(None):

@@ -81,6 +81,22 @@ DEFAULT_TOL: float = 1e-9
 #: evaluations at dy = 16.
 DEFAULT_FTOL: float = 0.0
 
+#: Sufficient-decrease constant ``c1`` of the optimiser's Armijo test.
+ARMIJO_C1: float = 1e-4
+
+#: Relative objective noise tolerated by the optimiser's approximate Wolfe test: Hager & Zhang's
+#: ``epsilon`` (CG_DESCENT's default).  It bounds the rounding noise of the values, which grows with
+#: the conditioning of the kernel matrices: ~1e-10 relative on Toy 1 (lambda = 1e-4), but up to 2e-5
+#: on a set of near-duplicate rows at lambda = 1e-8, where the decrease left near the minimum is
+#: smaller than the noise.  With 1e-10 (before #55) such searches found no decrease, and the points
+#: stopped up to 2.5e-3 of the output spread from the minimum; the slope window of the test, from
+#: the accurate gradient, is what keeps a step from going up (docs/accuracy.md).
+WOLFE_EPS: float = 1e-6
+
+#: Line-search trials per iteration before the direction is declared useless (the point stops
+#: unconverged).
+MAX_LINESEARCH: int = 40
+
 #: Test points in flight at once in the batched optimiser (rows per evaluation round).
 DEFAULT_WINDOW: int = 512
 

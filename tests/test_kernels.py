@@ -142,22 +142,28 @@ def test_linesearch_helpers():
         armijo_accept_min,
         backtrack,
     )
+    from fastsm.config import ARMIJO_C1, WOLFE_EPS
 
     # f(t) = (t - 0.3)^2 along a descent direction from t = 0: f0 = 0.09, slope -0.6
     f = lambda t: (t - 0.3) ** 2  # noqa: E731
-    assert not armijo_accept_min(f(0), f(1.0), 1.0, -0.6)  # 0.49 > 0.09
+    assert not armijo_accept_min(f(0), f(1.0), 1.0, -0.6, ARMIJO_C1)  # 0.49 > 0.09
     t = backtrack(f(0), f(1.0), 1.0, -0.6)
     assert 0.1 <= t <= 0.5 and abs(t - 0.3) < 0.2  # the quadratic model's minimiser, clipped
-    assert armijo_accept_min(f(0), f(0.3), 0.3, -0.6)
-    assert not armijo_accept_min(f(0), np.nan, 0.3, -0.6)
+    assert armijo_accept_min(f(0), f(0.3), 0.3, -0.6, ARMIJO_C1)
+    assert not armijo_accept_min(f(0), np.nan, 0.3, -0.6, ARMIJO_C1)
+    # c1 is the rule's: f(0.5) = 0.04 is 0.05 below f0, the 0.15 that c1 = 0.5 asks at t = 0.5 is not
+    assert armijo_accept_min(f(0), f(0.5), 0.5, -0.6, ARMIJO_C1)
+    assert not armijo_accept_min(f(0), f(0.5), 0.5, -0.6, 0.5)
     assert backtrack(f(0), np.inf, 1.0, -0.6) == 0.1
-    # approximate Wolfe: a rise within APPROX_WOLFE_EPS |f| (1e-6, the values' noise at lambda = 1e-8 is
+    # approximate Wolfe: a rise within WOLFE_EPS |f| (1e-6, the values' noise at lambda = 1e-8 is
     # up to 2e-5) and a slope that flattened is accepted
-    assert approx_wolfe_accept_min(1.0, 1.0 + 5e-7, -1.0, -0.1)
-    assert approx_wolfe_accept_min(-2.0, -2.0 + 1.5e-6, -1.0, -0.1)  # relative to |f|
-    assert not approx_wolfe_accept_min(1.0, 1.0 + 5e-6, -1.0, -0.1)  # rose too much
-    assert not approx_wolfe_accept_min(1.0, 1.0, -1.0, -0.95)  # did not go far enough
-    assert not approx_wolfe_accept_min(1.0, 1.0, -1.0, 0.9)  # overshot
+    assert WOLFE_EPS == 1e-6
+    assert approx_wolfe_accept_min(1.0, 1.0 + 5e-7, -1.0, -0.1, WOLFE_EPS)
+    assert approx_wolfe_accept_min(-2.0, -2.0 + 1.5e-6, -1.0, -0.1, WOLFE_EPS)  # relative to |f|
+    assert not approx_wolfe_accept_min(1.0, 1.0 + 5e-6, -1.0, -0.1, WOLFE_EPS)  # rose too much
+    assert approx_wolfe_accept_min(1.0, 1.0 + 5e-6, -1.0, -0.1, 1e-5)  # ... for this rule's eps
+    assert not approx_wolfe_accept_min(1.0, 1.0, -1.0, -0.95, WOLFE_EPS)  # did not go far enough
+    assert not approx_wolfe_accept_min(1.0, 1.0, -1.0, 0.9, WOLFE_EPS)  # overshot
 
 
 def test_potrf_trtri_against_scipy_and_reads_the_lower_triangle_only():

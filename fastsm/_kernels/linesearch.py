@@ -11,31 +11,18 @@ import numpy as np
 
 from fastsm.config import kernel
 
-#: Sufficient-decrease constant of the Armijo condition.
-ARMIJO_C1 = 1e-4
-
 
 @kernel()
-def armijo_accept_min(f0, f_trial, t, slope):
+def armijo_accept_min(f0, f_trial, t, slope, c1):
     """``f(x + t p) <= f(x) + c1 t g^T p`` (``slope = g^T p < 0``); NaN rejects."""
-    return np.isfinite(f_trial) and f_trial <= f0 + ARMIJO_C1 * t * slope
-
-
-#: Relative objective noise tolerated by the approximate Wolfe test: Hager & Zhang's ``epsilon``
-#: (CG_DESCENT's default).  It bounds the rounding noise of the values, which grows with the
-#: conditioning of the kernel matrices: ~1e-10 relative on Toy 1 (lambda = 1e-4), but up to 2e-5 on a
-#: set of near-duplicate rows at lambda = 1e-8, where the decrease left near the minimum is smaller
-#: than the noise.  With 1e-10 (before #55) such searches found no decrease, and the points stopped
-#: up to 2.5e-3 of the output spread from the minimum; the slope window of the test, from the
-#: accurate gradient, is what keeps a step from going up (docs/accuracy.md).
-APPROX_WOLFE_EPS = 1e-6
+    return np.isfinite(f_trial) and f_trial <= f0 + c1 * t * slope
 
 
 @kernel()
-def approx_wolfe_accept_min(f0, f_trial, slope0, slope_trial):
+def approx_wolfe_accept_min(f0, f_trial, slope0, slope_trial, eps):
     """Hager & Zhang's approximate Wolfe test (CG_DESCENT, 2005).
 
-    Accepts when ``f`` rose by at most ``eps |f0|`` (rounding noise) and the
+    Accepts when ``f`` rose by at most ``eps |f0|`` (rounding noise; :data:`fastsm.config.WOLFE_EPS`) and the
     directional derivative at the trial lies in ``[0.9 slope0, -0.8 slope0]``:
     the step went down far enough without overshooting.  Needed where the
     objective's rounding noise (~1e-8 relative for IKLTGP with lambda = 1e-4)
@@ -44,7 +31,7 @@ def approx_wolfe_accept_min(f0, f_trial, slope0, slope_trial):
     """
     return (
         np.isfinite(f_trial)
-        and f_trial <= f0 + APPROX_WOLFE_EPS * abs(f0)
+        and f_trial <= f0 + eps * abs(f0)
         and 0.9 * slope0 <= slope_trial <= -0.8 * slope0
     )
 

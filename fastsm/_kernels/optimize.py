@@ -14,7 +14,6 @@ from __future__ import annotations
 import numpy as np
 
 from fastsm._kernels.hessian import hessian_rows
-from fastsm._kernels.linesearch import armijo_accept_min
 from fastsm._kernels.objectives import Evaluations, Products, evaluate_rows, workspace
 from fastsm._kernels.quasi_newton import (
     ALT,
@@ -22,6 +21,7 @@ from fastsm._kernels.quasi_newton import (
     START,
     accept,
     accepted,
+    armijo,
     backtrack_step,
     dot,
     new_iterates,
@@ -117,9 +117,9 @@ def minimize_batch(obj, pts, start, opts, stop, cubic, plan):
             if it.state[p] == START or it.state[p] == ALT:
                 if start_step(p, r, it, start, ft, Gt, ey, exy):
                     continue  # the start's alternative is the next trial
-            elif accepted(p, r, it, ft, Gt):
+            elif accepted(p, r, it, ft, Gt, opts.stop):
                 # one call with a runtime flag: literal True / False compiled accept twice
-                accept(p, r, it, Yt, ft, Gt, opts, armijo_accept_min(it.f[p], ft[r], it.t[p], it.slope[p]))
+                accept(p, r, it, Yt, ft, Gt, opts, armijo(p, r, it, ft, opts.stop))
                 it.eta_y[p] = ey[r]
                 it.eta_xy[p] = exy[r]
                 moved = True

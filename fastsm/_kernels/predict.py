@@ -17,8 +17,8 @@ import numpy as np
 from fastsm._kernels.objectives import KL, SM, Points
 from fastsm._kernels.optimize import minimize_batch
 from fastsm._kernels.points import evaluate_at, point_data, supported_alternatives
-from fastsm._kernels.quasi_newton import Options, Start
-from fastsm.config import kernel
+from fastsm._kernels.quasi_newton import Options, Start, StopRule
+from fastsm.config import ARMIJO_C1, MAX_LINESEARCH, WOLFE_EPS, kernel
 
 #: Starts of :class:`Run`: ``Y0`` as given, the supported ridge start, or a KLTGP run from it.
 GIVEN, LINEAR, KL_START = 0, 1, 2
@@ -38,6 +38,12 @@ class Run(NamedTuple):
     window: int
     nthreads: int
     hessian: bool  # seed SMTGP's BFGS with the exact Hessian
+
+
+@kernel(inline=True)
+def _rule(max_iter, xtol, ftol):
+    """:func:`~fastsm._kernels.quasi_newton.stop_rule` in a kernel."""
+    return StopRule(max_iter, xtol, ftol, MAX_LINESEARCH, ARMIJO_C1, WOLFE_EPS)
 
 
 @kernel()
@@ -67,17 +73,17 @@ def predict_rows(fit, kl, sm, Xb, Y0, run, plan, stop):
     if run.start != GIVEN:
         start = supported_alternatives(fit.Y, Y0, nearest, ex, none, spread)
     if run.start == KL_START:
-        opts = Options(run.start_iter, xtol, run.ftol, max_step, run.use_bfgs, run.window, nt, False)
+        opts = Options(_rule(run.start_iter, xtol, run.ftol), max_step, run.use_bfgs, run.window, nt, False)
         Y0 = minimize_batch(kl, Points(F, eta_x, none), start, opts, stop, None, plan)[0]
         start = Start(Y0, Y0, np.zeros(m, dtype=np.bool_))
     if run.method == KL:
-        opts = Options(run.max_iter, xtol, run.ftol, max_step, run.use_bfgs, run.window, nt, False)
+        opts = Options(_rule(run.max_iter, xtol, run.ftol), max_step, run.use_bfgs, run.window, nt, False)
         Y, f, n_iter, n_eval, cv, hits, _, _ = minimize_batch(kl, Points(F, eta_x, none), start, opts, stop, None,
                                                               plan)
         at = evaluate_at(sm, Points(Gxy, eta_x, none), Y, plan, nt)
         eta_y, eta_xy = at.eta_y, at.eta_xy
     else:
-        opts = Options(run.max_iter, xtol, run.ftol, max_step, run.use_bfgs, run.window, nt, run.hessian)
+        opts = Options(_rule(run.max_iter, xtol, run.ftol), max_step, run.use_bfgs, run.window, nt, run.hessian)
         Y, f, n_iter, n_eval, cv, hits, eta_y, eta_xy = minimize_batch(sm, Points(Gxy, eta_x, none), start, opts, stop,
                                                                        None, plan)
     return Y, f, n_iter, n_eval, cv, hits, eta_y, eta_xy, eta_x, ex

@@ -16,7 +16,8 @@ inverse Hessian) would move none by more than ``xtol``; or, with ``ftol > 0``, a
 lowered ``f`` by at most ``ftol |f|`` or the next step predicts no more; or the gradient is zero;
 or a line search found no decrease down to ``0.1 xtol`` while the slope at its last trial is not
 negative (a negative one: *stalled*, unconverged).  A non-finite value, gradient or step, or
-:data:`MAX_LINESEARCH` refused trials, stop the point unconverged.
+``max_linesearch`` refused trials, stop the point unconverged.  :class:`StopRule` holds the rule's
+numbers; :func:`within_tolerance` is its tolerance test, for taken and predicted steps alike.
 """
 
 from __future__ import annotations
@@ -25,20 +26,33 @@ from typing import NamedTuple
 
 import numpy as np
 
+from fastsm import config
 from fastsm._kernels.linalg import cholesky, cholesky_solve
 from fastsm._kernels.linesearch import approx_wolfe_accept_min, armijo_accept_min, backtrack
 from fastsm.config import CURVATURE_SCHEDULE, kernel
 
-#: Line-search trials per iteration before the direction is declared useless.
-MAX_LINESEARCH = 40
+
+class StopRule(NamedTuple):
+    """When a point's run ends and whether it converged (the module docstring's stop rule)."""
+
+    max_iter: int
+    xtol: np.ndarray  # step tolerance per point (a leave-one-out model's spread is its own)
+    ftol: float  # relative objective tolerance, 0: off (the rounding floor)
+    max_linesearch: int  # refused trials per iteration before the point stops unconverged
+    c1: float  # Armijo's sufficient-decrease constant
+    wolfe_eps: float  # relative value noise the approximate Wolfe test tolerates
+
+
+def stop_rule(max_iter: int, xtol: np.ndarray, ftol: float) -> StopRule:
+    """A :class:`StopRule` with the line search's constants of :mod:`fastsm.config`."""
+    return StopRule(int(max_iter), np.ascontiguousarray(xtol, dtype=np.float64), float(ftol), config.MAX_LINESEARCH,
+                    config.ARMIJO_C1, config.WOLFE_EPS)
 
 
 class Options(NamedTuple):
-    """The optimiser's options (``xtol`` and ``max_step`` per point: a leave-one-out model's spread is its own)."""
+    """The optimiser's options (``max_step`` per point: a leave-one-out model's spread is its own)."""
 
-    max_iter: int
-    xtol: np.ndarray  # step tolerance per point
-    ftol: float  # relative objective tolerance (the rounding floor)
+    stop: StopRule
     max_step: np.ndarray  # trust radius per point
     use_bfgs: bool  # BFGS, else gradient descent
     window: int  # points in flight per evaluation round
@@ -118,11 +132,24 @@ def max_abs(a):
 
 
 @kernel(inline=True)
-def accepted(p, r, it, ft, Gt):
+def within_tolerance(stop, p, step_inf, decrease, f):
+    """The stop rule's tolerance test: a step of at most ``xtol[p]`` in every coordinate, or (with
+    ``ftol > 0``) a decrease of at most ``ftol |f|`` (``inf``: no decrease to judge)."""
+    return step_inf <= stop.xtol[p] or (stop.ftol > 0.0 and decrease <= stop.ftol * abs(f))
+
+
+@kernel(inline=True)
+def armijo(p, r, it, ft, stop):
+    """Trial row ``r`` of point ``p`` passes Armijo's sufficient-decrease test."""
+    return armijo_accept_min(it.f[p], ft[r], it.t[p], it.slope[p], stop.c1)
+
+
+@kernel(inline=True)
+def accepted(p, r, it, ft, Gt, stop):
     """Point ``p`` takes trial row ``r``: Armijo's sufficient decrease, or where the values are
     rounding noise the approximate Wolfe test on the gradient (:mod:`~fastsm._kernels.linesearch`)."""
-    return armijo_accept_min(it.f[p], ft[r], it.t[p], it.slope[p]) or approx_wolfe_accept_min(
-        it.f[p], ft[r], it.slope[p], dot(Gt[r], it.P[p]))
+    return armijo(p, r, it, ft, stop) or approx_wolfe_accept_min(it.f[p], ft[r], it.slope[p],
+                                                                 dot(Gt[r], it.P[p]), stop.wolfe_eps)
 
 
 @kernel(inline=True)
@@ -186,9 +213,9 @@ def backtrack_step(p, r, it, ft, slope_trial, opts):
         v = abs(it.t[p] * it.P[p, c])
         if not v <= step:  # NaN propagates
             step = v
-    if not np.isfinite(step) or it.n_ls[p] >= MAX_LINESEARCH:
+    if not np.isfinite(step) or it.n_ls[p] >= opts.stop.max_linesearch:
         it.active[p] = False
-    elif step < 0.1 * opts.xtol[p]:
+    elif step < 0.1 * opts.stop.xtol[p]:
         # no decrease at a step below tolerance: stationary to
         # precision unless the quasi-Newton direction was stale
         if opts.use_bfgs and it.h_scaled[p]:
@@ -207,33 +234,30 @@ def backtrack_step(p, r, it, ft, slope_trial, opts):
 @kernel(inline=True)
 def next_iteration(p, it, opts):
     """A new iteration of point ``p`` (its full step the next trial: True), or its end (False)."""
-    if it.active[p] and it.n_iter[p] < opts.max_iter and direction(p, it, opts):
-        if opts.use_bfgs and it.h_scaled[p] and (max_abs(it.P[p]) <= opts.xtol[p] or decrement_small(p, it, opts)):
-            # the quasi-Newton step from an accurate gradient: the minimiser is within xtol,
-            # or the decrease it predicts (the Newton decrement) is below ftol |f|
-            it.converged[p] = True
-            it.active[p] = False
-            it.state[p] = DONE
-            return False
+    stop = opts.stop
+    if it.active[p] and it.n_iter[p] < stop.max_iter and direction(p, it, opts):
+        if opts.use_bfgs and it.h_scaled[p]:
+            # the quasi-Newton step from an accurate gradient: the minimiser is within xtol, or the
+            # decrease it predicts (the Newton decrement g^T H g / 2; uncapped steps only) is below ftol |f|
+            pn = 0.0
+            for c in range(it.P.shape[1]):
+                pn += it.P[p, c] * it.P[p, c]
+            predicted = -0.5 * it.slope[p] if np.sqrt(pn) < opts.max_step[p] else np.inf
+            if within_tolerance(stop, p, max_abs(it.P[p]), predicted, it.f[p]):
+                it.converged[p] = True
+                it.active[p] = False
+                it.state[p] = DONE
+                return False
         it.t[p] = 1.0
         it.n_ls[p] = 0
         it.state[p] = SEARCH
         for c in range(it.P.shape[1]):
             it.trial[p, c] = it.Y[p, c] + it.P[p, c]
         return True
-    if it.active[p] and it.n_iter[p] < opts.max_iter:
+    if it.active[p] and it.n_iter[p] < stop.max_iter:
         it.active[p] = False  # overflowing direction: unconverged
     it.state[p] = DONE
     return False
-
-
-@kernel(inline=True)
-def decrement_small(p, it, opts):
-    """The quasi-Newton model's predicted decrease ``g^T H g / 2`` is at most ``ftol |f|`` (uncapped steps only)."""
-    pn = 0.0
-    for c in range(it.P.shape[1]):
-        pn += it.P[p, c] * it.P[p, c]
-    return opts.ftol > 0.0 and np.sqrt(pn) < opts.max_step[p] and -0.5 * it.slope[p] <= opts.ftol * abs(it.f[p])
 
 
 @kernel()
@@ -293,7 +317,7 @@ def accept(p, r, it, Yt, ft, Gt, opts, decreased):
     """
     Y, f, G, H, HY, h_scaled, t, gd_len = it.Y, it.f, it.G, it.H, it.HY, it.h_scaled, it.t, it.gd_len
     n_iter, converged, active = it.n_iter, it.converged, it.active
-    xtol, ftol, use_bfgs = opts.xtol, opts.ftol, opts.use_bfgs
+    use_bfgs = opts.use_bfgs
     d = Y.shape[1]
     step_inf = 0.0
     sy = 0.0
@@ -344,7 +368,8 @@ def accept(p, r, it, Yt, ft, Gt, opts, decreased):
     # step shrunk by backtracking says nothing about the distance to the minimum
     # ftol == 0 (the default) turns the value test off: an Armijo-accepted step can leave f unchanged
     # in the last bit where the objective is flat, far (2e-8 at lambda_min 1.5e-4) from the minimum
-    if (t[p] == 1.0 and (step_inf <= xtol[p] or (ftol > 0.0 and decreased and decrease <= ftol * abs(f[p])))) \
+    full = t[p] == 1.0
+    if (full and within_tolerance(opts.stop, p, step_inf, decrease if decreased else np.inf, f[p])) \
             or gmax == 0.0:
         converged[p] = True
         active[p] = False
@@ -359,7 +384,7 @@ def wants_curvature(p, it, opts):
     first0, every, last = CURVATURE_SCHEDULE
     k = it.n_iter[p]
     first = max(first0, (it.Y.shape[1] + 1) // 2)
-    return (opts.hessian and it.active[p] and k < opts.max_iter and not it.h_exact[p]
+    return (opts.hessian and it.active[p] and k < opts.stop.max_iter and not it.h_exact[p]
             and first <= k <= first + last - first0 and (k - first) % every == 0)
 
 

@@ -22,7 +22,7 @@ from fastsm._kernels import objectives as obj
 from fastsm._kernels.optimize import minimize_batch
 from fastsm._kernels.points import linear_rows, point_data, supported_alternatives
 from fastsm._kernels.predict import GIVEN, KL_START, LINEAR, Run, predict_rows
-from fastsm._kernels.quasi_newton import Options, plain_start
+from fastsm._kernels.quasi_newton import Options, plain_start, stop_rule
 from fastsm._progress import Progress
 from fastsm._threads import Compute, thread_limits
 from fastsm._validation import as_2d, check_choice, check_int, check_scalar
@@ -121,7 +121,7 @@ def supported_start(model: TGPModel, X: np.ndarray, Y0: np.ndarray, method: str,
     with thread_limits(threads):
         F, eta_x, _, ex, nearest = prepare_batch(model, X, method, hb)
         start = supported_alternatives(fitted(model).Y, Y0, nearest, ex, hb, unit)
-        opts = Options(0, unit, 0.0, unit, True, config.DEFAULT_WINDOW, numba.get_num_threads(), False)
+        opts = Options(stop_rule(0, unit, 0.0), unit, True, config.DEFAULT_WINDOW, numba.get_num_threads(), False)
         return minimize_batch(objective_view(model, method, beta), obj.Points(F, eta_x, hb), start, opts,
                               np.zeros(1, dtype=np.int64), None, products_plan(model, method))[0]
 
@@ -245,8 +245,8 @@ def optimize_points(model: TGPModel, method: str, Y0: np.ndarray, point_data, he
                 return
             F, eta_x, Gxy, ex, nearest = point_data(s, e)
             hb = held_rows(None if held is None else held[s:e], e - s)
-            opts = Options(max_iter, xtol[s:e], ftol, max_step[s:e], optimizer == "bfgs", config.DEFAULT_WINDOW,
-                           numba.get_num_threads(), hessian)
+            opts = Options(stop_rule(max_iter, xtol[s:e], ftol), max_step[s:e], optimizer == "bfgs",
+                           config.DEFAULT_WINDOW, numba.get_num_threads(), hessian)
             first = (supported_alternatives(fit.Y, Y0[s:e], nearest, ex, hb, spread[s:e]) if supported
                      else plain_start(Y0[s:e]))
             Yb, fb, itb, evb, cvb, hits, ey, exy = minimize_batch(
