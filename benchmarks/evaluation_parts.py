@@ -1,17 +1,16 @@
 """Where a batched SMTGP evaluation's time goes, part by part, against the same run's DGEMM (#31 item 2).
 
 One evaluation of ``B`` points of ``bench.make_problem(N)`` (dy = 16) by
-:func:`fastsm._kernels.objectives.evaluate_rows`, then each of its parts alone on the same data
-and threads: the kernel rows, the two forward triangular products (``W_Y k``, ``W_XY k``), the
+:func:`fastsm._kernels.objectives.evaluate_rows` in one thread (a prediction's threads each evaluate
+their own points, :func:`fastsm._threads.run_chunks`), then each of its parts alone on the same data
+and thread: the kernel rows, the two forward triangular products (``W_Y k``, ``W_XY k``), the
 per-row work between them, the two backward products and the O(N dy) value and gradient.  Each
-part's share is of the ideal time, ``4 N^2 B`` flops at the same run's DGEMM rate
+part's share is of the ideal time, ``4 N^2 B`` flops at the same run's one-thread DGEMM rate
 (:func:`fastsm.cli.bench.dgemm_gflops`); the products' own rate is quoted as GFLOP/s of their
 ``2 N^2 B`` flops.  A single-thread DTRMM against DGEMM at the products' tile shape shows the
 ceiling the triangular products have on this BLAS.  Best of repeats and the median of 30 calls,
 JIT excluded.  Everything runs inside :func:`fastsm._threads.thread_limits`, as a prediction does:
-Numba's threads, BLAS at one thread.  (Outside it each of the threads' DTRMM calls starts
-OpenBLAS's own threads: on 2 cores the evaluation then took 12.5 ms at best and 16.5 ms in the
-median instead of 9.9 and 10.3 ms, and this script's earlier figures were measured so.)
+BLAS at one thread.
 
 Run: ``python benchmarks/evaluation_parts.py --sizes 1000 2000 --batches 200 1000``
 """
@@ -21,9 +20,8 @@ from __future__ import annotations
 import argparse
 import time
 
-import numba
 import numpy as np
-from numba import njit, prange
+from numba import njit
 from scipy.linalg import blas
 from threadpoolctl import threadpool_limits
 
@@ -37,22 +35,22 @@ from fastsm.tgp import prediction as api
 from fastsm.tgp import views
 
 
-@njit(parallel=True)
+@njit
 def _kernel_rows(obj, Yt, work, m):
     Zt = np.ascontiguousarray(obj.Z.T)
-    for r in prange(m):
+    for r in range(m):
         kernel_row(Yt[r], Zt, obj.gamma, work[O.K_ROW, r], work[O.R1_ROW, r], work[O.R2_ROW, r])
 
 
-@njit(parallel=True)
+@njit
 def _middle_rows(obj, pts, idx, work, out, m):
-    for r in prange(m):
+    for r in range(m):
         O._middle(obj, pts, r, idx, work, out)
 
 
-@njit(parallel=True)
+@njit
 def _value_rows(obj, pts, idx, Yt, work, out, m):
-    for r in prange(m):
+    for r in range(m):
         O._row_value_grad(obj, pts, r, idx, Yt, work, out)
 
 
@@ -71,7 +69,7 @@ def parts(n: int, b: int) -> dict:
     model, X, Y = make_problem(n, dy=16, n_test=b)
     with thread_limits(None):
         r = _parts(model, X, Y, n, b)
-    r["dgemm"] = dgemm_gflops(n, b, None)
+    r["dgemm"] = dgemm_gflops(n, b, 1)
     return r
 
 
@@ -79,22 +77,21 @@ def _parts(model, X, Y, n: int, b: int) -> dict:
     F, eta_x, _, _ = api.prepare_points(model, X, "sm")
     obj = views.objective_view(model, "sm", 1.0)
     plan = views.products_plan(model)
-    nt = numba.get_num_threads()
     work = workspace(b, n, plan.heights[0])
     pts, idx, Yt = Points(F, eta_x, np.full(b, -1)), np.arange(b), np.ascontiguousarray(Y)
     out = Evaluations(np.empty(b), np.empty(Y.shape), np.empty(b), np.empty(b), np.zeros(b, dtype=np.int64))
-    prod = Products(work, plan, nt)
+    prod = Products(work, plan)
     fwd = ops2(O.K_ROW, 0, 1, O.Z1_ROW, O.K_ROW, 1, 1, O.Z2_ROW)
     bwd = ops2(O.Z1_ROW, 0, 0, O.R1_ROW, O.Z2_ROW, 1, 0, O.R2_ROW)
     calls = {"whole evaluation": lambda: O.evaluate_rows(obj, pts, idx, Yt, out, prod, None),
              "kernel rows": lambda: _kernel_rows(obj, Yt, work, b),
-             "forward products": lambda: tri_products(work, obj.W1, obj.W2, fwd, b, plan, nt),
+             "forward products": lambda: tri_products(work, obj.W1, obj.W2, fwd, b, plan),
              "per-row work": lambda: _middle_rows(obj, pts, idx, work, out, b),
-             "backward products": lambda: tri_products(work, obj.W1, obj.W2, bwd, b, plan, nt),
+             "backward products": lambda: tri_products(work, obj.W1, obj.W2, bwd, b, plan),
              "value and gradient": lambda: _value_rows(obj, pts, idx, Yt, work, out, b)}
     t = {name: best_of(fn, 5, 1.0) for name, fn in calls.items()}
     med = {name: median_of(fn) for name, fn in calls.items()}
-    return {"t": t, "median": med, "tile": int(min(plan.heights[0], -(-b // nt)))}
+    return {"t": t, "median": med, "tile": int(min(plan.heights[0], b))}
 
 
 def trmm_ceiling(n: int, h: int) -> tuple[float, float]:
@@ -114,7 +111,7 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 2000])
     ap.add_argument("--batches", type=int, nargs="+", default=[200, 1000])
     args = ap.parse_args()
-    print(f"threads = {numba.get_num_threads()}; shares of the ideal time 4 N^2 B / DGEMM rate; best of repeats "
+    print("one thread; shares of the ideal time 4 N^2 B / DGEMM rate; best of repeats "
           "(median of 30 calls in brackets)")
     for n in args.sizes:
         for b in args.batches:

@@ -18,7 +18,6 @@ import argparse
 import dataclasses
 import time
 
-import numba
 import numpy as np
 from shift_peers import timed  # best-of-k timer shared by the benchmark scripts
 
@@ -81,8 +80,7 @@ def beta_paths():
         n = len(Xt)
         for beta in (0.5, 0.99, 1.5):
             opts = Options(stop_rule(50, np.full(n, 1e-8 * model.y_spread), config.DEFAULT_FTOL),
-                           np.full(n, 0.25 * model.y_spread), True, config.DEFAULT_WINDOW, numba.get_num_threads(),
-                           False)
+                           np.full(n, 0.25 * model.y_spread), True, config.DEFAULT_WINDOW, False)
             with thread_limits(None):
                 Yb, _, _, ev, cv, *_ = minimize_batch(
                     views.objective_view(model, "sm", beta), Points(F, eta_x, np.full(n, -1)), plain_start(start),

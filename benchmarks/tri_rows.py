@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import time
 
-import numba
 import numpy as np
 
 from fastsm._kernels.gemm import TilePlan, padded_rows, tri_products
@@ -54,7 +53,7 @@ def main() -> None:
                         work = np.zeros((2, padded_rows(m, plan), n))
                         work[0, :m] = rng.standard_normal((m, n))
                         def call(work=work, M=M, plan=plan, ops=ops, m=m):
-                            tri_products(work, M, M, ops, m, plan, numba.get_num_threads())
+                            tri_products(work, M, M, ops, m, plan)
 
                         call()
                         times[kind] = best_of(call, max(5, args.repeat // max(1, m // 8)))

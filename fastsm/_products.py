@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import functools
 
-import numba
 import numpy as np
 
 from fastsm._kernels.gemm import CALL_OVERHEAD_ROWS, RowPlan, TilePlan, padded_rows, probe_tri, row_tiles, tri_products
@@ -179,6 +178,5 @@ def tri(A: np.ndarray, M: np.ndarray, forward: bool, plan: TilePlan | None = Non
     work = np.zeros((2, mp, n))
     work[0, :m] = A
     M = np.ascontiguousarray(M) if stored else product_factor(M, plan)
-    tri_products(work, M, M, np.array([[0, 0, 1 if forward else 0, 1]], dtype=np.int64), m, plan,
-                 numba.get_num_threads())
+    tri_products(work, M, M, np.array([[0, 0, 1 if forward else 0, 1]], dtype=np.int64), m, plan)
     return work[1, :m]

@@ -28,7 +28,7 @@ import numbers
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -39,7 +39,8 @@ from threadpoolctl import ThreadpoolController
 from fastsm._layer import configure_threading_layer, launch_in_main_thread, parallel_initialized, threading_layer
 
 __all__ = ["configure_threading_layer", "threading_layer", "resolve_threads", "thread_limits", "Compute",
-           "worker_pool", "stop_requested", "pool_stop", "remember_thread", "await_ended_threads"]
+           "worker_pool", "run_chunks", "chunk_bounds", "stop_requested", "pool_stop", "remember_thread",
+           "await_ended_threads"]
 
 def resolve_threads(threads: int | None) -> int:
     """Number of threads to use; ``None`` means all Numba threads."""
@@ -323,3 +324,29 @@ def worker_pool(workers: int, name: str) -> Iterator[ThreadPoolExecutor]:
             stop[0] = 1
             pool.shutdown(wait=True, cancel_futures=True)
             raise
+
+
+def chunk_bounds(n: int, parts: int) -> list[tuple[int, int]]:
+    """``parts`` (at most ``n``) contiguous ranges covering ``range(n)``, sizes differing by at most one."""
+    parts = max(1, min(parts, n))
+    edges = [n * i // parts for i in range(parts + 1)]
+    return [(edges[i], edges[i + 1]) for i in range(parts) if edges[i + 1] > edges[i]]
+
+
+def run_chunks(n: int, threads: int, work: Callable[[int, int], Any]) -> None:
+    """``work(s, e)`` for ``threads`` contiguous chunks of ``range(n)``, one per thread of a
+    :func:`worker_pool` (in this thread when one chunk is all there is).
+
+    How the prediction kernels use threads: each runs in one thread, on its own points, and a
+    point's result depends on its own data only, so the split changes no bit.  ``work`` writes its
+    chunk's results; an exception in any chunk is raised here once every chunk has ended.
+    """
+    bounds = chunk_bounds(n, threads)
+    if len(bounds) <= 1:
+        for s, e in bounds:
+            work(s, e)
+        return
+    with worker_pool(len(bounds), "fastsm-chunk") as pool:
+        futures = [pool.submit(work, s, e) for s, e in bounds]
+        for f in futures:
+            f.result()

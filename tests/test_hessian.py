@@ -1,6 +1,5 @@
 """The exact Hessian of SMTGP's criterion (``fastsm._kernels.hessian``) and the optimiser it seeds."""
 
-import numba
 import numpy as np
 import pytest
 from scipy.linalg import cho_factor, cho_solve
@@ -26,8 +25,8 @@ def kernel_hessian(model, X, Y, held=None):
     out = obj.Evaluations(np.empty(m), np.empty((m, dy)), np.empty(m), np.empty(m), np.zeros(m, dtype=np.int64))
     H = np.empty((m, dy, dy))
     with thread_limits(None):
-        prod = obj.Products(obj.workspace(m, n, plan.heights[0]), plan, numba.get_num_threads())
-        jprod = obj.Products(obj.workspace(m * dy, n, plan.heights[0]), plan, numba.get_num_threads())
+        prod = obj.Products(obj.workspace(m, n, plan.heights[0]), plan)
+        jprod = obj.Products(obj.workspace(m * dy, n, plan.heights[0]), plan)
         rows = np.arange(m)
         Y = np.ascontiguousarray(Y)
         o = views.objective_view(model, "sm", 1.0)

@@ -5,7 +5,6 @@ The quadratic form of :mod:`fastsm._kernels.objectives` has the same argmin at O
 from __future__ import annotations
 
 import numpy as np
-from numba import prange
 
 from fastsm._kernels.linalg import cholesky, cholesky_solve
 from fastsm._kernels.rank_one import bordered_inverse
@@ -52,9 +51,9 @@ def sm_cubic_point(obj, ky, kx, Kxinv, Kyinv):
     return log_rho2, col, eta_y
 
 
-@kernel(parallel=True)
+@kernel()
 def cubic_rows(obj, pts, idx, Yt, Kbuf, cubic, out):
-    for r in prange(idx.shape[0]):
+    for r in range(idx.shape[0]):
         cubic_row(obj, pts, r, idx, Yt, Kbuf, cubic, out)
 
 

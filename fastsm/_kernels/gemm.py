@@ -143,9 +143,6 @@ def tri_tile(X, r0, h, M, fwd, P, p0, solve):
                ptr(one, 0), ptr(M, 0), ptr(dims, 2), ptr(P, p0 * ldp), ptr(dims, 3))
 
 
-#: Rows per task of the row loops (:func:`tri_products` with ``plan.rows``).
-ROW_CHUNK = 16
-
 #: Cost of one DGEMM call beyond its rows, in rows (packing the right factor's panel; measured
 #: 16-row tiles at ~half the rate of 256-row tiles on N = 1000-2000).
 CALL_OVERHEAD_ROWS = 12
@@ -153,20 +150,12 @@ CALL_OVERHEAD_ROWS = 12
 
 @kernel()
 def row_tiles(m, plan):
-    """``(starts, heights)`` of the tiles covering ``m`` rows, padded rows included (:func:`capped_tiles`
-    with every height of the plan)."""
-    return capped_tiles(m, plan, plan.heights[0])
+    """``(starts, heights)`` of the tiles covering ``m`` rows, padded rows included.
 
-
-@kernel()
-def capped_tiles(m, plan, cap):
-    """``(starts, heights)`` of the tiles covering ``m`` rows with heights of at most ``cap`` (at least the
-    plan's smallest height), padded rows included.
-
-    The cheapest cover of at least ``m`` rows by those heights with
-    cost ``sum(h + CALL_OVERHEAD_ROWS)`` (a small dynamic programme over row
-    counts, a function of ``m``, ``cap`` and the plan only), largest tiles first.  Every
-    height of the plan computes a row with the same bits, so the cover changes no result.
+    The cheapest cover of at least ``m`` rows by the plan's heights with cost ``sum(h +
+    CALL_OVERHEAD_ROWS)`` (a small dynamic programme over row counts, a function of ``m`` and the
+    plan only), largest tiles first.  Every height of the plan computes a row with the same bits,
+    so the cover changes no result.
     """
     hs = plan.heights
     top = hs[0]
@@ -176,7 +165,7 @@ def capped_tiles(m, plan, cap):
     cost[0] = 0.0
     for r in range(1, limit + 1):  # cost[r]: cheapest cover of exactly r rows
         for h in hs:
-            if (h <= cap or h == hs[-1]) and h <= r and cost[r - h] + h + CALL_OVERHEAD_ROWS < cost[r]:
+            if h <= r and cost[r - h] + h + CALL_OVERHEAD_ROWS < cost[r]:
                 cost[r] = cost[r - h] + h + CALL_OVERHEAD_ROWS
                 pick[r] = h
     best = m
@@ -218,61 +207,50 @@ def padded_rows(m, plan):
 
 
 @kernel()
-def tri_products(work, M0, M1, ops, m, plan, nthreads):
-    """Products of row buffers with lower-triangular factors, by the plan's row tiles (:func:`tri_tile`).
+def tri_products(work, M0, M1, ops, m, plan):
+    """:func:`run_products` called from Python (kernels call :func:`run_products` itself)."""
+    run_products(work, M0, M1, ops, m, plan)
+
+
+def run_products(work, M0, M1, ops, m, plan):
+    """Products of row buffers with lower-triangular factors, in this thread.
 
     ``work`` is a stack of row buffers, ``M0`` and ``M1`` ``N × N`` lower-triangular factors and
     ``ops`` one row ``(source, factor, fwd, target)`` per product:
     ``work[target, :mp] = work[source, :mp] @ Op`` with ``Op = M^T`` (``fwd``: each row ``x``
     becomes ``M x``) or ``M`` (``x`` becomes ``M^T x``), ``M`` being ``M0`` (factor 0) or ``M1``.
-    The products of one call are independent (no target is another's source).  The rows past
-    ``m`` up to the tile cover (``mp``, :func:`padded_rows`) are zeroed in every source here.
-    Every row is computed by a call shape of the plan, so its result depends on its own data,
-    ``N`` and the plan only.  One task per tile and product; the tiles are at most
-    ``m / (nthreads / products)`` rows high, so that ``nthreads`` threads have work (the cover
-    changes no result).  With ``plan.rows`` the factors come in symmetric storage and every row
-    is computed by :func:`~fastsm._kernels.tri_rows.rows_product`, in chunks of at most
-    :data:`ROW_CHUNK` rows (no padding).  A factor that ``plan.solve`` marks is a Cholesky factor
-    ``L``, and ``M x`` reads ``L^-1 x`` (substitutions: the same row loops, or DTRSM tiles); on one
-    thread all ``m`` rows go to it in one call per product, in this function, which is not compiled
-    for threads: entering one that is (:func:`_row_products`) costs about 2 µs even where it launches nothing,
-    two thirds of a ``K = 200`` substitution.
+    The products of one call are independent (no target is another's source).  A factor that
+    ``plan.solve`` marks is a Cholesky factor ``L``, and ``M x`` reads ``L^-1 x`` (a substitution).
+
+    By the plan's kind, chosen at compile time (:func:`_run_products_overload`, so each compiled
+    version holds one kind of product only): for a :class:`RowPlan` every row by
+    :func:`~fastsm._kernels.tri_rows.rows_product` (factors in symmetric storage), all ``m`` rows in
+    one call per product; for any other plan by the DTRMM/DTRSM tiles of :func:`row_tiles`, the rows
+    past ``m`` up to the cover (``mp``, :func:`padded_rows`) zeroed in every source first.  Every row
+    is computed by a call shape of the plan, so its result depends on its own data, ``N`` and the
+    plan only.  Threads split the points, not the products (:func:`fastsm._threads.run_chunks`).
     """
-    run_products(work, M0, M1, ops, m, plan, nthreads)
-
-
-def run_products(work, M0, M1, ops, m, plan, nthreads):
-    """:func:`tri_products` by the plan's kind: row loops for a :class:`RowPlan` (in this thread where
-    ``nthreads == 1``, else :func:`_row_products`), DTRMM/DTRSM tiles (:func:`_tile_products`) for
-    any other plan.  In kernels the choice is made at compile time (:func:`_run_products_overload`),
-    so each compiled version holds one kind of product only."""
     if isinstance(plan, RowPlan):
-        if nthreads == 1:
-            _serial_rows(work, M0, M1, ops, m, plan)
-        else:
-            _row_products(work, M0, M1, ops, m, plan, nthreads)
+        _row_loops(work, M0, M1, ops, m, plan)
     else:
-        _tile_products(work, M0, M1, ops, m, plan, nthreads)
+        _tiles(work, M0, M1, ops, m, plan)
 
 
 @overload(run_products)
-def _run_products_overload(work, M0, M1, ops, m, plan, nthreads):
+def _run_products_overload(work, M0, M1, ops, m, plan):
     if getattr(plan, "instance_class", None) is RowPlan:
-        def rows_impl(work, M0, M1, ops, m, plan, nthreads):
-            if nthreads == 1:
-                _serial_rows(work, M0, M1, ops, m, plan)
-            else:
-                _row_products(work, M0, M1, ops, m, plan, nthreads)
+        def rows_impl(work, M0, M1, ops, m, plan):
+            _row_loops(work, M0, M1, ops, m, plan)
         return rows_impl
 
-    def tiles_impl(work, M0, M1, ops, m, plan, nthreads):
-        _tile_products(work, M0, M1, ops, m, plan, nthreads)
+    def tiles_impl(work, M0, M1, ops, m, plan):
+        _tiles(work, M0, M1, ops, m, plan)
     return tiles_impl
 
 
-@kernel()
-def _serial_rows(work, M0, M1, ops, m, plan):
-    """The row loops of :func:`tri_products` in this thread, all ``m`` rows in one call per product."""
+@kernel(inline=True)
+def _row_loops(work, M0, M1, ops, m, plan):
+    """:func:`run_products` by row loops."""
     for g in range(ops.shape[0]):
         if ops[g, 1] == 0:
             rows_product(work[ops[g, 0]], np.int64(0), m, M0, ops[g, 2] == 1, work[ops[g, 3]], solves(plan, 0))
@@ -280,43 +258,23 @@ def _serial_rows(work, M0, M1, ops, m, plan):
             rows_product(work[ops[g, 0]], np.int64(0), m, M1, ops[g, 2] == 1, work[ops[g, 3]], solves(plan, 1))
 
 
-@kernel(parallel=True)
-def _row_products(work, M0, M1, ops, m, plan, nthreads):
-    """:func:`tri_products` by row loops on threads: one task per product and chunk of at most
-    :data:`ROW_CHUNK` rows (no padding)."""
-    nprod = ops.shape[0]
-    groups = max(1, nthreads // nprod)
-    chunk = max(1, min(ROW_CHUNK, (m + groups - 1) // groups))
-    nc = (m + chunk - 1) // chunk
-    for task in prange(nprod * nc):
-        g = task // nc
-        r0 = (task - g * nc) * chunk
-        h = min(chunk, m - r0)
-        f = ops[g, 1]
-        M = M0 if f == 0 else M1
-        rows_product(work[ops[g, 0]], r0, h, M, ops[g, 2] == 1, work[ops[g, 3]], solves(plan, f))
-
-
-@kernel(parallel=True)
-def _tile_products(work, M0, M1, ops, m, plan, nthreads):
-    """:func:`tri_products` by DTRMM (DTRSM) tiles on threads, one task per product and tile."""
+@kernel(inline=True)
+def _tiles(work, M0, M1, ops, m, plan):
+    """:func:`run_products` by DTRMM (DTRSM) tiles."""
     n = work.shape[2]
-    nprod = ops.shape[0]
-    groups = max(1, nthreads // nprod)
-    starts, heights = capped_tiles(m, plan, (m + groups - 1) // groups)
+    starts, heights = row_tiles(m, plan)
     nt = starts.shape[0]
     mp = starts[nt - 1] + heights[nt - 1] if nt > 0 else 0
-    for g in range(nprod):
+    for g in range(ops.shape[0]):
         for r in range(m, mp):
             for j in range(n):
                 work[ops[g, 0], r, j] = 0.0
-    for task in prange(nprod * nt):
-        g = task // nt
-        i = task - g * nt
+    for g in range(ops.shape[0]):
         f = ops[g, 1]
         M = M0 if f == 0 else M1
-        tri_tile(work[ops[g, 0]], starts[i], heights[i], M, ops[g, 2] == 1, work[ops[g, 3]], starts[i],
-                 solves(plan, f))
+        for i in range(nt):
+            tri_tile(work[ops[g, 0]], starts[i], heights[i], M, ops[g, 2] == 1, work[ops[g, 3]], starts[i],
+                     solves(plan, f))
 
 
 @kernel(parallel=True)

@@ -11,7 +11,7 @@ With ``k = k_Y(y)``, ``J = dk/dy`` (N×dy, docs/math.md §1), ``u_y = K_Y^-1 k``
 
 ``||W J||^2`` is the Gram matrix ``(W J)^T (W J)`` of the dy forward products ``W J[:, d]``: the only
 O(N^2) part, 2 dy triangular products per point (an evaluation has 4), run as GEMM tiles of the
-same plan as the evaluations (:func:`~fastsm._kernels.gemm.tri_products`), so a point's Hessian
+same plan as the evaluations (:func:`~fastsm._kernels.gemm.run_products`), so a point's Hessian
 depends on its own data only.  The optimiser (:mod:`fastsm._kernels.optimize`) uses it to seed
 its quasi-Newton matrix where it is positive definite
 (:func:`~fastsm._kernels.quasi_newton.seed_inverse`).
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fastsm._kernels.gemm import tri_products
+from fastsm._kernels.gemm import run_products
 from fastsm._kernels.objectives import (
     K_ROW,
     R1_ROW,
@@ -45,9 +45,8 @@ def hessian_rows(obj, rr, Yt, out, work, hess, jprod, held):
     projected like the kernel row's, :func:`~fastsm._kernels.objectives.project_out`).
 
     ``jprod`` (:class:`~fastsm._kernels.objectives.Products`) holds a workspace of at least
-    ``len(rr) * dy`` rows for the Jacobian's products.  Only those products (``2 dy`` triangular
-    products of ``N^2`` a point) run on threads; the rest is O(N dy^2) a point, serial: parallel
-    loops cost more compile time than they save.  A row whose ``eta_y`` or ``eta_xy`` hit the
+    ``len(rr) * dy`` rows for the Jacobian's products (``2 dy`` triangular products of ``N^2`` a
+    point; the rest is O(N dy^2) a point).  A row whose ``eta_y`` or ``eta_xy`` hit the
     floor gets a NaN Hessian (its curvature is not the criterion's).
     """
     m = rr.shape[0]
@@ -62,7 +61,7 @@ def hessian_rows(obj, rr, Yt, out, work, hess, jprod, held):
             row = jw[K_ROW, q * dy + d]
             for i in range(n):
                 row[i] = -2.0 * gamma * (y[d] - Z[i, d]) * k[i]
-    tri_products(jw, obj.W1, obj.W2, ops2(K_ROW, 0, 1, Z1_ROW, K_ROW, 1, 1, Z2_ROW), m * dy, jprod.plan, jprod.nthreads)
+    run_products(jw, obj.W1, obj.W2, ops2(K_ROW, 0, 1, Z1_ROW, K_ROW, 1, 1, Z2_ROW), m * dy, jprod.plan)
     for t in range(m * dy):  # O(N) a row beside the products' O(N^2): a parallel loop costs more to compile
         h = held[rr[t // dy]]
         if h >= 0:

@@ -6,7 +6,7 @@ explicit inverses ``eta`` lost ``cond(K) eps / eta``: 3e-6 relative on Toy 1).  
 ``L`` (Cholesky form: every "product with ``W``" below is a substitution) or ``W`` itself (inverse
 form); the products' plan says which.  Per evaluation only products with ``y``'s kernel row ``k``
 are new; :func:`evaluate_rows` computes them for a whole batch of points as DTRSM/DTRMM tiles with
-the triangular factors (BLAS-3, :func:`~fastsm._kernels.gemm.tri_products`),
+the triangular factors (BLAS-3, :func:`~fastsm._kernels.gemm.run_products`),
 in stages with O(N) per-row work between them:
 
 ========  ===========================================  ==========================================
@@ -31,10 +31,9 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from numba import prange
 
 from fastsm._kernels.cubic import cubic_rows
-from fastsm._kernels.gemm import tri_products
+from fastsm._kernels.gemm import run_products
 from fastsm._kernels.kliep_problem import dot_lanes
 from fastsm._kernels.rbf import combine_weights, contract_lanes, kernel_row
 from fastsm.config import kernel
@@ -85,11 +84,10 @@ class Evaluations(NamedTuple):
 
 
 class Products(NamedTuple):
-    """How the products of a round run: scratch, tiles, threads."""
+    """How the products of a round run: scratch and tiles."""
 
     work: np.ndarray  # :func:`workspace`: kernel rows and the products
     plan: object  # :class:`fastsm._kernels.gemm.TilePlan`, checked for this process's BLAS and N
-    nthreads: int  # the caller's Numba thread count (a kernel reading it would be uncacheable)
 
 
 @kernel()
@@ -139,7 +137,7 @@ def workspace(m, n, top):
 @kernel(inline=True)
 def _ops(source, factor, fwd, target):
     """The ``(source, factor, fwd, target)`` table of one product of :func:`evaluate_rows`
-    (:func:`~fastsm._kernels.gemm.tri_products`); integers only, so one compiled signature."""
+    (:func:`~fastsm._kernels.gemm.run_products`); integers only, so one compiled signature."""
     out = np.empty((1, 4), dtype=np.int64)
     out[0, 0], out[0, 1], out[0, 2], out[0, 3] = source, factor, fwd, target
     return out
@@ -163,15 +161,15 @@ def evaluate_rows(obj, pts, idx, Yt, out, prod, cubic):
     ``pts``, :class:`Points`).  ``obj`` is the :class:`Objective`, with the
     method's two lower-triangular factors; ``prod`` (:class:`Products`)
     holds a :func:`workspace` of at least ``len(idx)`` rows for
-    ``prod.plan.heights[0]``, the plan and the thread count.
+    ``prod.plan.heights[0]`` and the plan.
 
-    Parallel loops: kernel rows (one task per row); the products of each stage (module
-    docstring) by the tiles of ``plan``
-    (:func:`~fastsm._kernels.gemm.tri_products`: call shapes from a menu that depends on ``N``
-    only, checked on this process's BLAS to give every row the same arithmetic wherever it
-    sits); the O(N) per-row work between stages; then the O(N·dy) value and gradient.  The
-    tiles' padding rows are zero rows.  A row's result therefore depends on nothing but its own
-    data: not on the other rows of the call, their number or the thread count.
+    In this thread, stage by stage (module docstring): kernel rows; the products of each stage by the
+    tiles of ``plan`` (:func:`~fastsm._kernels.gemm.run_products`: call shapes from a menu that
+    depends on ``N`` only, checked on this process's BLAS to give every row the same arithmetic
+    wherever it sits); the O(N) per-row work between stages; then the O(N·dy) value and gradient.
+    The tiles' padding rows are zero rows.  A row's result therefore depends on nothing but its own
+    data: not on the other rows of the call or their number, so threads can split the points
+    (:func:`fastsm._threads.run_chunks`) without changing a bit.
 
     ``cubic`` is ``None``, or ``(K_X^-1, K_Y^-1)`` for the O(N^3) reference form
     (``method == SM_CUBIC``).  Being ``None`` at compile time removes that
@@ -184,76 +182,34 @@ def evaluate_rows(obj, pts, idx, Yt, out, prod, cubic):
     runs both).
     Its kernel entry is zeroed and every forward product is projected onto the model of the
     ``N-1`` remaining points (:func:`project_out`) before the backward products.
-
-    On one thread (``prod.nthreads == 1``: a local model's prediction) every step runs in plain
-    loops here, the threaded steps in :func:`_rows_parallel`: entering a function compiled for threads costs 2–4 µs
-    even where it launches nothing, and a ``K = 200`` evaluation takes about 13 µs.
     """
     m = idx.shape[0]
     work = prod.work
-    nt = prod.nthreads
-    if nt == 1:
-        for r in range(m):
-            _kernel_row(obj, r, Yt, work)
-    else:
-        _rows_parallel(np.int64(_KROW), obj, pts, idx, Yt, work, out)
+    plan = prod.plan
+    for r in range(m):
+        _kernel_row(obj, r, Yt, work)
     if cubic is not None:
         cubic_rows(obj, pts, idx, Yt, work[K_ROW], cubic, out)
         return
     W1, W2 = obj.W1, obj.W2
     if obj.method == SM:
-        tri_products(work, W1, W2, ops2(K_ROW, 0, 1, Z1_ROW, K_ROW, 1, 1, Z2_ROW), m, prod.plan, nt)
+        run_products(work, W1, W2, ops2(K_ROW, 0, 1, Z1_ROW, K_ROW, 1, 1, Z2_ROW), m, plan)
     else:  # KL, IKL: z = W_1 k
-        tri_products(work, W1, W2, _ops(K_ROW, 0, 1, Z1_ROW), m, prod.plan, nt)
-    if nt == 1:
-        for r in range(m):
-            _middle(obj, pts, r, idx, work, out)
-    else:
-        _rows_parallel(np.int64(_MIDDLE), obj, pts, idx, Yt, work, out)
-    if obj.method == KL:
-        tri_products(work, W1, W2, _ops(Z1_ROW, 0, 0, R1_ROW), m, prod.plan, nt)
-    elif obj.method == SM:
-        tri_products(work, W1, W2, ops2(Z1_ROW, 0, 0, R1_ROW, Z2_ROW, 1, 0, R2_ROW), m, prod.plan, nt)
-    else:
-        tri_products(work, W1, W2, _ops(Z1_ROW, 1, 0, Z2_ROW), m, prod.plan, nt)  # t = G^T z
-        tri_products(work, W1, W2, _ops(Z2_ROW, 1, 1, R1_ROW), m, prod.plan, nt)  # s = G t
-        if nt == 1:
-            for r in range(m):
-                _ikl_direction(obj, pts, r, idx, work, out)
-        else:
-            _rows_parallel(np.int64(_IKL), obj, pts, idx, Yt, work, out)
-        tri_products(work, W1, W2, _ops(R1_ROW, 0, 0, R2_ROW), m, prod.plan, nt)  # W_Y^T q
-    if nt == 1:
-        for r in range(m):
-            _row_value_grad(obj, pts, r, idx, Yt, work, out)
-    else:
-        _rows_parallel(np.int64(_VALUE), obj, pts, idx, Yt, work, out)
-
-
-#: Per-row steps of :func:`evaluate_rows` on threads (:func:`_rows_parallel`).
-_KROW, _MIDDLE, _IKL, _VALUE = 0, 1, 2, 3
-
-
-@kernel(inline=True)
-def _row_step(step, obj, pts, r, idx, Yt, work, out):
-    """Step ``step`` (``_KROW``, ``_MIDDLE``, ``_IKL`` or ``_VALUE``) of :func:`evaluate_rows` for row ``r``."""
-    if step == _KROW:
-        _kernel_row(obj, r, Yt, work)
-    elif step == _MIDDLE:
+        run_products(work, W1, W2, _ops(K_ROW, 0, 1, Z1_ROW), m, plan)
+    for r in range(m):
         _middle(obj, pts, r, idx, work, out)
-    elif step == _IKL:
-        _ikl_direction(obj, pts, r, idx, work, out)
+    if obj.method == KL:
+        run_products(work, W1, W2, _ops(Z1_ROW, 0, 0, R1_ROW), m, plan)
+    elif obj.method == SM:
+        run_products(work, W1, W2, ops2(Z1_ROW, 0, 0, R1_ROW, Z2_ROW, 1, 0, R2_ROW), m, plan)
     else:
+        run_products(work, W1, W2, _ops(Z1_ROW, 1, 0, Z2_ROW), m, plan)  # t = G^T z
+        run_products(work, W1, W2, _ops(Z2_ROW, 1, 1, R1_ROW), m, plan)  # s = G t
+        for r in range(m):
+            _ikl_direction(obj, pts, r, idx, work, out)
+        run_products(work, W1, W2, _ops(R1_ROW, 0, 0, R2_ROW), m, plan)  # W_Y^T q
+    for r in range(m):
         _row_value_grad(obj, pts, r, idx, Yt, work, out)
-
-
-@kernel(parallel=True)
-def _rows_parallel(step, obj, pts, idx, Yt, work, out):
-    """The rows of one :func:`evaluate_rows` step on threads.  ``step`` and the row index reach the
-    row functions as int64, as from the one-thread loops: one compiled version of each (a literal
-    step or prange's uint64 index compiled every row function again)."""
-    for r in prange(idx.shape[0]):
-        _row_step(step, obj, pts, np.int64(r), idx, Yt, work, out)
 
 
 @kernel()

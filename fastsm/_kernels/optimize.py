@@ -74,10 +74,9 @@ def minimize_batch(obj, pts, start, opts, stop, cubic, plan):
     n = obj.Z.shape[0]
     it = new_iterates(start.Y)
     w = max(1, min(opts.window, B))
-    prod = Products(workspace(w, n, plan.heights[0]), plan, opts.nthreads)
+    prod = Products(workspace(w, n, plan.heights[0]), plan)
     hc = max(1, w // d) if opts.hessian else 1  # points per Hessian call
-    jprod = Products(workspace(hc * d if opts.hessian else 1, n if opts.hessian else 1, plan.heights[0]), plan,
-                     opts.nthreads)
+    jprod = Products(workspace(hc * d if opts.hessian else 1, n if opts.hessian else 1, plan.heights[0]), plan)
     hess = np.empty((hc, d, d))
     hrow = np.empty(w, dtype=np.int64)
     held_r = np.empty(w, dtype=np.int64)  # the left-out training point of each evaluated row

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from fastsm._kernels.gemm import padded_rows, tri_products
+from fastsm._kernels.gemm import padded_rows, run_products
 from fastsm._kernels.objectives import (
     IKL,
     KL,
@@ -61,9 +61,9 @@ def linear_rows(X, coef):
 
 
 @kernel(inline=True)
-def tri_rows_of(A, M, forward, plan, nthreads):
+def tri_rows_of(A, M, forward, plan):
     """Each row ``x`` of ``A`` times the stored factor ``M``: ``M x`` (``forward``) or ``M^T x``
-    (:func:`~fastsm._kernels.gemm.tri_products`, the plan's row tiles or row loops); a new C-ordered array."""
+    (:func:`~fastsm._kernels.gemm.run_products`, the plan's row tiles or row loops); a new C-ordered array."""
     m, n = A.shape
     work = np.zeros((2, padded_rows(m, plan), n))
     for r in range(m):  # loops, not a slice assignment: its shape check costs compile time
@@ -72,20 +72,20 @@ def tri_rows_of(A, M, forward, plan, nthreads):
     ops = np.zeros((1, 4), dtype=np.int64)
     ops[0, 2] = 1 if forward else 0
     ops[0, 3] = 1
-    tri_products(work, M, M, ops, m, plan, nthreads)
+    run_products(work, M, M, ops, m, plan)
     return work[1, :m].copy()
 
 
 @kernel(inline=True)
-def _forward(Kx, W, plan, nthreads, held):
-    Z = tri_rows_of(Kx, W, True, plan, nthreads)
+def _forward(Kx, W, plan, held):
+    Z = tri_rows_of(Kx, W, True, plan)
     if held.shape[0] > 0 and held.max() >= 0:
         project_rows(Z, W, held)
     return Z
 
 
 @kernel()
-def point_data(fit, Xb, method, plan, nthreads, held):
+def point_data(fit, Xb, method, plan, held):
     """``(F, eta_x, g_xy, extrapolated, nearest)`` of the points ``Xb`` for ``method`` (docs/math.md §2; the table of
     :mod:`fastsm._kernels.objectives`), ``g_xy = W_XY k_x`` (SMTGP's ``F``, and the certainty's).
 
@@ -115,14 +115,14 @@ def point_data(fit, Xb, method, plan, nthreads, held):
             top = max(top, v)
         ex[r] = top < EXTRAPOLATION_K
         nearest[r] = _nearest(Kx[r], skip)
-    Hx = _forward(Kx, fit.Wx, plan, nthreads, held)
+    Hx = _forward(Kx, fit.Wx, plan, held)
     eta_x = np.empty(m)
     sumsq_rows(Hx, fit.kxx, fit.floor, eta_x)
-    Gxy = _forward(Kx, fit.Wxy, plan, nthreads, held)
+    Gxy = _forward(Kx, fit.Wxy, plan, held)
     if method == KL:
-        F = tri_rows_of(Hx, fit.Wx, False, plan, nthreads)  # u_x = K_X^-1 k_x
+        F = tri_rows_of(Hx, fit.Wx, False, plan)  # u_x = K_X^-1 k_x
     elif method == IKL:
-        F = _forward(Kx, fit.Wy, plan, nthreads, held)
+        F = _forward(Kx, fit.Wy, plan, held)
     elif method == SM:
         F = Gxy
     else:
@@ -146,13 +146,13 @@ def _nearest(k, skip):
 
 
 @kernel(inline=True)
-def evaluate_at(obj, pts, Yb, plan, nthreads):
+def evaluate_at(obj, pts, Yb, plan):
     """One evaluation of ``obj`` at every row of ``Yb`` (point ``r`` of ``pts`` at ``Yb[r]``,
     :func:`~fastsm._kernels.objectives.evaluate_rows`): its :class:`~fastsm._kernels.objectives.Evaluations`."""
     m, dy = Yb.shape
     out = Evaluations(np.empty(m), np.empty((m, dy)), np.empty(m), np.empty(m), np.zeros(m, dtype=np.int64))
     evaluate_rows(obj, pts, np.arange(m), np.ascontiguousarray(Yb), out,
-                  Products(workspace(m, obj.Z.shape[0], plan.heights[0]), plan, nthreads), None)
+                  Products(workspace(m, obj.Z.shape[0], plan.heights[0]), plan), None)
     return out
 
 

@@ -36,7 +36,6 @@ class Run(NamedTuple):
     trust_radius: float  # in units of the spread
     use_bfgs: bool
     window: int
-    nthreads: int
     hessian: bool  # seed SMTGP's BFGS with the exact Hessian
 
 
@@ -61,29 +60,28 @@ def predict_rows(fit, kl, sm, Xb, Y0, run, plan, stop):
     evaluation), the certainty's ingredients.
     """
     m, dy = Y0.shape
-    nt = run.nthreads
     spread = np.full(m, fit.spread)
     xtol = run.tol * spread
     max_step = run.trust_radius * spread
     # method codes as int64 values, not literals: one compiled point_data, not one a code
     data_method = np.int64(KL) if run.method == KL or run.start == KL_START else np.int64(SM)
     none = np.full(m, -1, dtype=np.int64)  # no left-out training point
-    F, eta_x, Gxy, ex, nearest = point_data(fit, Xb, data_method, plan, nt, none)
+    F, eta_x, Gxy, ex, nearest = point_data(fit, Xb, data_method, plan, none)
     start = Start(Y0, Y0, np.zeros(m, dtype=np.bool_))
     if run.start != GIVEN:
         start = supported_alternatives(fit.Y, Y0, nearest, ex, none, spread)
     if run.start == KL_START:
-        opts = Options(_rule(run.start_iter, xtol, run.ftol), max_step, run.use_bfgs, run.window, nt, False)
+        opts = Options(_rule(run.start_iter, xtol, run.ftol), max_step, run.use_bfgs, run.window, False)
         Y0 = minimize_batch(kl, Points(F, eta_x, none), start, opts, stop, None, plan)[0]
         start = Start(Y0, Y0, np.zeros(m, dtype=np.bool_))
     if run.method == KL:
-        opts = Options(_rule(run.max_iter, xtol, run.ftol), max_step, run.use_bfgs, run.window, nt, False)
+        opts = Options(_rule(run.max_iter, xtol, run.ftol), max_step, run.use_bfgs, run.window, False)
         Y, f, n_iter, n_eval, cv, hits, _, _ = minimize_batch(kl, Points(F, eta_x, none), start, opts, stop, None,
                                                               plan)
-        at = evaluate_at(sm, Points(Gxy, eta_x, none), Y, plan, nt)
+        at = evaluate_at(sm, Points(Gxy, eta_x, none), Y, plan)
         eta_y, eta_xy = at.eta_y, at.eta_xy
     else:
-        opts = Options(_rule(run.max_iter, xtol, run.ftol), max_step, run.use_bfgs, run.window, nt, run.hessian)
+        opts = Options(_rule(run.max_iter, xtol, run.ftol), max_step, run.use_bfgs, run.window, run.hessian)
         Y, f, n_iter, n_eval, cv, hits, eta_y, eta_xy = minimize_batch(sm, Points(Gxy, eta_x, none), start, opts, stop,
                                                                        None, plan)
     return Y, f, n_iter, n_eval, cv, hits, eta_y, eta_xy, eta_x, ex

@@ -56,7 +56,6 @@ class Options(NamedTuple):
     max_step: np.ndarray  # trust radius per point
     use_bfgs: bool  # BFGS, else gradient descent
     window: int  # points in flight per evaluation round
-    nthreads: int  # the caller's Numba thread count
     hessian: bool  # seed BFGS with exact curvature (the driver's hook; :func:`wants_curvature`)
 
 

@@ -122,19 +122,20 @@ def rbf_gram(Z, gamma, lam):
     return K
 
 
-@kernel(parallel=True)
+@kernel()
 def rbf_cross(A, Z, gamma, out):
     """Cross-kernel rows: ``out[i, j] = exp(-gamma ||A_i - Z_j||^2)`` (:func:`sqdist_row`, :func:`exp_neg_scaled`).
 
     One row per test point (the transposed ``N×B`` column block of
     DESIGN.md), so that each point's column is contiguous.  ``out`` must be
-    at least ``len(A)`` rows by ``len(Z)`` columns.
+    at least ``len(A)`` rows by ``len(Z)`` columns.  In this thread: threads split the points
+    (:func:`fastsm._threads.run_chunks`).
     """
     m = A.shape[0]
     n = Z.shape[0]
     Zt = np.ascontiguousarray(Z.T)
-    for i in prange(m):
-        scratch = np.empty((2, n))
+    scratch = np.empty((2, n))
+    for i in range(m):
         row = out[i, :n]
         sqdist_row(A[i], Zt, 0, row)
         exp_neg_scaled(row, gamma, scratch[0], scratch[1])

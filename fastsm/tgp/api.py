@@ -16,7 +16,7 @@ from numpy.typing import ArrayLike
 
 from fastsm import config
 from fastsm._interrupt import run_interruptible
-from fastsm._threads import Compute
+from fastsm._threads import Compute, run_chunks
 from fastsm._validation import check_choice, check_int, check_scalar
 from fastsm.tgp.fitting import METHODS, check_training, factorize
 from fastsm.tgp.local import LocalTGPModel, predict_local
@@ -30,7 +30,7 @@ from fastsm.tgp.prediction import (
     predict_global,
     prepare_points,
 )
-from fastsm.tgp.views import model_factors
+from fastsm.tgp.views import model_factors, products_plan
 
 
 def fit(
@@ -218,10 +218,14 @@ def objective(
     val = np.empty(n)
     grad = np.empty((n, dy))
 
+    def chunk(s: int, e: int) -> None:
+        F, eta_x, _, _ = prepare_points(model, X[s:e], method)
+        evaluate(model, method, F, eta_x, Y[s:e], val[s:e], grad[s:e])
+
     def body(run: Compute) -> None:
+        products_plan(model)  # formed (probed) once, before threads share it
         for s, e in batch_ranges(n, batch_size):
-            F, eta_x, _, _ = prepare_points(model, X[s:e], method)
-            evaluate(model, method, F, eta_x, Y[s:e], val[s:e], grad[s:e])
+            run_chunks(e - s, run.n_threads, lambda a, b, s=s: chunk(s + a, s + b))
 
     run_interruptible(threads, body, flops=6.0 * n * model.n_train**2)
     return (val, grad) if return_gradient else val
@@ -239,10 +243,14 @@ def certainty(model: TGPModel, X: ArrayLike, Y: ArrayLike, *, threads: int | Non
     batch_size = check_int("batch_size", batch_size, low=1)
     out = np.empty(X.shape[0])
 
+    def chunk(s: int, e: int) -> None:
+        _, eta_x, Gxy, _ = prepare_points(model, X[s:e], "sm")
+        out[s:e] = log_certainty_at(model, Y[s:e], eta_x, Gxy)
+
     def body(run: Compute) -> None:
+        products_plan(model)  # formed (probed) once, before threads share it
         for s, e in batch_ranges(X.shape[0], batch_size):
-            _, eta_x, Gxy, _ = prepare_points(model, X[s:e], "sm")
-            out[s:e] = log_certainty_at(model, Y[s:e], eta_x, Gxy)
+            run_chunks(e - s, run.n_threads, lambda a, b, s=s: chunk(s + a, s + b))
 
     run_interruptible(threads, body, flops=6.0 * X.shape[0] * model.n_train**2)
     return out

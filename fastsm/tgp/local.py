@@ -197,7 +197,7 @@ def knn_blocks(model: LocalTGPModel, X: np.ndarray, Y0, method: str, init, out: 
     mode = GIVEN if Y0 is not None else LINEAR if chosen == "linear" else KL_START
     dy = model.Y.shape[1]
     spec = Run(SM if method == "sm" else KL, mode, max_iter, kl_start_iterations(max_iter), tol, ftol, trust_radius,
-               optimizer == "bfgs", config.DEFAULT_WINDOW, 1, optimizer == "bfgs" and method == "sm"
+               optimizer == "bfgs", config.DEFAULT_WINDOW, optimizer == "bfgs" and method == "sm"
                and dy <= config.SM_HESSIAN_MAX_DY)
     return _KnnBlocks(model, X, Y0, spec, out, staged)
 

@@ -13,7 +13,6 @@ import threading
 from collections.abc import Iterator
 from typing import Literal
 
-import numba
 import numpy as np
 
 from fastsm import config
@@ -24,7 +23,7 @@ from fastsm._kernels.points import linear_rows, point_data, supported_alternativ
 from fastsm._kernels.predict import GIVEN, KL_START, LINEAR, Run, predict_rows
 from fastsm._kernels.quasi_newton import Options, plain_start, stop_rule
 from fastsm._progress import Progress
-from fastsm._threads import Compute, thread_limits
+from fastsm._threads import Compute, run_chunks, thread_limits
 from fastsm._validation import as_2d, check_choice, check_int, check_scalar
 from fastsm._warn import warn
 from fastsm.exceptions import ExtrapolationWarning
@@ -45,7 +44,7 @@ def prepare_points(model: TGPModel, Xb: np.ndarray, method: str, held: np.ndarra
     """Per-point data that depends on x only (docs/math.md §2; the table of :mod:`fastsm._kernels.objectives`).
 
     Returns ``F, eta_x, g_xy, extrapolated`` with ``g_xy = W_XY k_x`` (SMTGP's ``F``, and the
-    certainty's); :func:`fastsm._kernels.points.point_data` on the caller's Numba threads.
+    certainty's); :func:`fastsm._kernels.points.point_data`, in this thread.
     ``held`` (leave-one-out): the training point left out of each row's model; every forward
     product is projected onto the ``N-1``-point model (:func:`~fastsm._kernels.objectives.project_out`).
     """
@@ -56,7 +55,7 @@ def prepare_batch(model: TGPModel, Xb: np.ndarray, method: str, held: np.ndarray
     """:func:`prepare_points` and, fifth, each point's nearest training input (the supported start's
     alternative)."""
     return point_data(fitted(model), np.ascontiguousarray(Xb, dtype=np.float64), METHOD_CODE[method],
-                      products_plan(model), numba.get_num_threads(), held_rows(held, Xb.shape[0]))
+                      products_plan(model), held_rows(held, Xb.shape[0]))
 
 
 def held_rows(held: np.ndarray | None, n: int) -> np.ndarray:
@@ -118,12 +117,19 @@ def supported_start(model: TGPModel, X: np.ndarray, Y0: np.ndarray, method: str,
     unit = np.full(n, model.y_spread) if spread is None else np.ascontiguousarray(spread, dtype=np.float64)
     beta = 1.0 if method == "sm" else model.params.beta
     hb = held_rows(held, n)
-    with thread_limits(threads):
-        F, eta_x, _, ex, nearest = prepare_batch(model, X, method, hb)
-        start = supported_alternatives(fitted(model).Y, Y0, nearest, ex, hb, unit)
-        opts = Options(stop_rule(0, unit, 0.0), unit, True, config.DEFAULT_WINDOW, numba.get_num_threads(), False)
-        return minimize_batch(objective_view(model, method, beta), obj.Points(F, eta_x, hb), start, opts,
-                              np.zeros(1, dtype=np.int64), None, products_plan(model, method))[0]
+    objective, fit, plan = objective_view(model, method, beta), fitted(model), products_plan(model, method)
+    out = np.empty_like(Y0)
+
+    def chunk(s: int, e: int) -> None:
+        F, eta_x, _, ex, nearest = prepare_batch(model, X[s:e], method, hb[s:e])
+        start = supported_alternatives(fit.Y, Y0[s:e], nearest, ex, hb[s:e], unit[s:e])
+        opts = Options(stop_rule(0, unit[s:e], 0.0), unit[s:e], True, config.DEFAULT_WINDOW, False)
+        out[s:e] = minimize_batch(objective, obj.Points(F, eta_x, hb[s:e]), start, opts,
+                                  np.zeros(1, dtype=np.int64), None, plan)[0]
+
+    with thread_limits(threads) as nt:
+        run_chunks(n, nt, chunk)
+    return out
 
 
 def kl_start_iterations(max_iter: int) -> int:
@@ -239,27 +245,32 @@ def optimize_points(model: TGPModel, method: str, Y0: np.ndarray, point_data, he
     xtol = np.ascontiguousarray(tol * spread)
     max_step = np.ascontiguousarray(trust_radius * spread)
 
+    plan = products_plan(model, method)
+    products_plan(model)  # the plans are formed (probed) once, before threads share them
+
+    def chunk(s: int, e: int, stop: np.ndarray) -> None:
+        F, eta_x, Gxy, ex, nearest = point_data(s, e)
+        hb = held_rows(None if held is None else held[s:e], e - s)
+        opts = Options(stop_rule(max_iter, xtol[s:e], ftol), max_step[s:e], optimizer == "bfgs",
+                       config.DEFAULT_WINDOW, hessian)
+        first = (supported_alternatives(fit.Y, Y0[s:e], nearest, ex, hb, spread[s:e]) if supported
+                 else plain_start(Y0[s:e]))
+        Yb, fb, itb, evb, cvb, hits, ey, exy = minimize_batch(objective, obj.Points(F, eta_x, hb), first, opts, stop,
+                                                              cubic, plan)
+        out["y"][s:e], out["f"][s:e], out["it"][s:e], out["ev"][s:e] = Yb, fb, itb, evb
+        out["cv"][s:e], out["h"][s:e], out["ex"][s:e] = cvb & ~ex, hits, ex
+        if method == "sm":  # the last accepted evaluation already holds eta_y and eta_xy
+            out["lc"][s:e] = certainty_from(p.alpha, eta_x, ey, exy)
+        elif certainty:
+            out["lc"][s:e] = log_certainty_at(model, Yb, eta_x, Gxy, held=hb)
+        else:
+            out["lc"][s:e] = np.nan
+
     def body(run: Compute) -> None:
         for s, e in batch_ranges(n, batch_size):
             if run.stop[0]:
                 return
-            F, eta_x, Gxy, ex, nearest = point_data(s, e)
-            hb = held_rows(None if held is None else held[s:e], e - s)
-            opts = Options(stop_rule(max_iter, xtol[s:e], ftol), max_step[s:e], optimizer == "bfgs",
-                           config.DEFAULT_WINDOW, numba.get_num_threads(), hessian)
-            first = (supported_alternatives(fit.Y, Y0[s:e], nearest, ex, hb, spread[s:e]) if supported
-                     else plain_start(Y0[s:e]))
-            Yb, fb, itb, evb, cvb, hits, ey, exy = minimize_batch(
-                objective, obj.Points(F, eta_x, hb), first, opts, run.stop, cubic, products_plan(model, method),
-            )
-            out["y"][s:e], out["f"][s:e], out["it"][s:e], out["ev"][s:e] = Yb, fb, itb, evb
-            out["cv"][s:e], out["h"][s:e], out["ex"][s:e] = cvb & ~ex, hits, ex
-            if method == "sm":  # the last accepted evaluation already holds eta_y and eta_xy
-                out["lc"][s:e] = certainty_from(p.alpha, eta_x, ey, exy)
-            elif certainty:
-                out["lc"][s:e] = log_certainty_at(model, Yb, eta_x, Gxy, held=hb)
-            else:
-                out["lc"][s:e] = np.nan
+            run_chunks(e - s, run.n_threads, lambda a, b, s=s: chunk(s + a, s + b, run.stop))
             if progress is not None:
                 progress.step(e - s)
 
@@ -273,7 +284,7 @@ def optimize_points(model: TGPModel, method: str, Y0: np.ndarray, point_data, he
 
 
 def evaluate(model: TGPModel, method: str, F, eta_x, Yb, val, grad, *, beta: float | None = None, held=None):
-    """Kernel call of one batch (also used by the benchmarks); returns ``(eta_y, eta_xy)``.
+    """Kernel call of one batch, in this thread (also used by the benchmarks); returns ``(eta_y, eta_xy)``.
 
     ``F``, ``eta_x``: :func:`prepare_points`'s for ``method``; ``held``: left-out training index per
     row (leave-one-out), or ``None``.
@@ -283,7 +294,7 @@ def evaluate(model: TGPModel, method: str, F, eta_x, Yb, val, grad, *, beta: flo
     out = obj.Evaluations(val, grad, np.empty(m), np.empty(m), np.zeros(m, dtype=np.int64))
     obj.evaluate_rows(objective_view(model, method, model.params.beta if beta is None else beta),
                       obj.Points(F, eta_x, held_rows(held, m)), np.arange(m), np.ascontiguousarray(Yb), out,
-                      obj.Products(obj.workspace(m, model.n_train, plan.heights[0]), plan, numba.get_num_threads()),
+                      obj.Products(obj.workspace(m, model.n_train, plan.heights[0]), plan),
                       cubic_factors(model, method))
     return out.eta_y, out.eta_xy
 
@@ -336,19 +347,23 @@ def predict_fused(model: TGPModel, X: np.ndarray, *, method: str, init, max_iter
         "lc": np.empty(n), "ex": np.empty(n, dtype=bool),
     }
 
+    run = Run(METHOD_CODE[method], mode, max_iter, kl_start_iterations(max_iter), tol, ftol, trust_radius,
+              optimizer == "bfgs", config.DEFAULT_WINDOW,
+              optimizer == "bfgs" and method == "sm" and dy <= config.SM_HESSIAN_MAX_DY)
+
+    def chunk(s: int, e: int, stop: np.ndarray) -> None:
+        Yb, fb, itb, evb, cvb, hits, ey, exy, eta_x, ex = predict_rows(
+            fit, kl, sm, np.ascontiguousarray(X[s:e], dtype=np.float64),
+            np.array(Y0[s:e], dtype=np.float64, order="C", copy=True), run, plan, stop)
+        out["y"][s:e], out["f"][s:e], out["it"][s:e], out["ev"][s:e] = Yb, fb, itb, evb
+        out["cv"][s:e], out["h"][s:e], out["ex"][s:e] = cvb & ~ex, hits, ex
+        out["lc"][s:e] = certainty_from(p.alpha, eta_x, ey, exy)
+
     def body(handle: Compute) -> None:
-        run = Run(METHOD_CODE[method], mode, max_iter, kl_start_iterations(max_iter), tol, ftol, trust_radius,
-                  optimizer == "bfgs", config.DEFAULT_WINDOW, numba.get_num_threads(),
-                  optimizer == "bfgs" and method == "sm" and dy <= config.SM_HESSIAN_MAX_DY)
         for s, e in batch_ranges(n, batch_size):
             if handle.stop[0]:
                 return
-            Yb, fb, itb, evb, cvb, hits, ey, exy, eta_x, ex = predict_rows(
-                fit, kl, sm, np.ascontiguousarray(X[s:e], dtype=np.float64),
-                np.array(Y0[s:e], dtype=np.float64, order="C", copy=True), run, plan, handle.stop)
-            out["y"][s:e], out["f"][s:e], out["it"][s:e], out["ev"][s:e] = Yb, fb, itb, evb
-            out["cv"][s:e], out["h"][s:e], out["ex"][s:e] = cvb & ~ex, hits, ex
-            out["lc"][s:e] = certainty_from(p.alpha, eta_x, ey, exy)
+            run_chunks(e - s, handle.n_threads, lambda a, b, s=s: chunk(s + a, s + b, handle.stop))
             if bar is not None:
                 bar.step(e - s)
 
