@@ -43,7 +43,7 @@ import numpy as np
 
 from fastsm._kernels.gemm import CALL_OVERHEAD_ROWS, RowPlan, TilePlan, padded_rows, probe_tri, row_tiles, tri_products
 from fastsm._kernels.tri_rows import symmetric_storage
-from fastsm._threads import thread_limits
+from fastsm._threads import run_chunks, thread_limits
 from fastsm._warn import warn
 
 #: Largest tile height.
@@ -78,8 +78,11 @@ class Probe:
         rows = np.cumsum([0] + [j[1] for j in runs])
         table = np.array([(r0, h, fwd, rows[i], solve) for i, (r0, h, fwd, solve) in enumerate(runs)], dtype=np.int64)
         P = np.empty((int(rows[-1]), self.n))
-        with thread_limits(None):  # BLAS on one thread inside, as the products run (reentrant)
-            probe_tri(self.A, self.M, table, P)
+        with thread_limits(None) as nt:  # BLAS on one thread inside, as the products run (reentrant)
+            # the largest jobs first, dealt round-robin: each thread's chunk holds a like share of the rows
+            order = np.argsort(-table[:, 1], kind="stable")
+            dealt = np.concatenate([order[c::nt] for c in range(nt)])
+            run_chunks(len(table), nt, lambda s, e: probe_tri(self.A, self.M, table[dealt[s:e]], P))
         q = len(kinds)
         for k, (r0, h) in enumerate(jobs):
             self._rows[(r0, h)] = np.hstack([P[rows[q * k + i]:rows[q * k + i + 1]] for i in range(q)])

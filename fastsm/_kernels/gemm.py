@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 import llvmlite.binding as llvm
 import numpy as np
-from numba import prange, types
+from numba import types
 from numba.core.extending import intrinsic, overload
 from numba.extending import get_cython_function_address
 
@@ -277,12 +277,12 @@ def _tiles(work, M0, M1, ops, m, plan):
                      solves(plan, f))
 
 
-@kernel(parallel=True)
+@kernel()
 def probe_tri(A, M, jobs, P):
     """The probe of :func:`fastsm._products.tile_plan`: job ``(r0, h, fwd, out0, solve)`` computes rows
     ``A[r0:r0+h]`` times the lower-triangular ``M`` (``fwd``: ``M x``, else ``M^T x``; with ``solve``
     ``M^-1 x`` or ``M^-T x``) into ``P[out0:out0+h]`` by one :func:`tri_tile` call, as
     :func:`tri_products` does."""
-    for t in prange(jobs.shape[0]):
+    for t in range(jobs.shape[0]):
         r0, h, fwd, out0 = jobs[t, 0], jobs[t, 1], jobs[t, 2], jobs[t, 3]
         tri_tile(A, r0, h, M, fwd == 1, P, out0, jobs[t, 4] == 1)

@@ -8,7 +8,6 @@ convention; the papers' ``2 rho^2`` equals ``1 / gamma``).  The regulariser
 from __future__ import annotations
 
 import numpy as np
-from numba import prange
 
 from fastsm._kernels.simd import vadd, vhsum, vload, vmul, vsplat, vstore, vsub
 from fastsm.config import kernel
@@ -102,13 +101,14 @@ def gram_upper(Z, gamma, K):
 GRAM_CHUNK = 4096
 
 
-@kernel(parallel=True)
+@kernel()
 def rbf_gram(Z, gamma, lam):
-    """Training kernel matrix ``K`` (n×n) with ``lam`` on its diagonal (rows as :func:`gram_upper`'s)."""
+    """Training kernel matrix ``K`` (n×n) with ``lam`` on its diagonal (rows as :func:`gram_upper`'s), in this
+    thread (a fit computes its two matrices in two threads, :func:`fastsm.tgp.fitting.factorize`)."""
     n = Z.shape[0]
     K = np.empty((n, n))
     Zt = np.ascontiguousarray(Z.T)
-    for i in prange(n):
+    for i in range(n):
         K[i, i] = 1.0 + lam
         m = n - i - 1
         if m > 0:
@@ -116,7 +116,7 @@ def rbf_gram(Z, gamma, lam):
             row = K[i, i + 1:]
             sqdist_row(Z[i], Zt, i + 1, row)
             exp_neg_scaled(row, gamma, scratch[0], scratch[1])
-    for i in prange(n):
+    for i in range(n):
         for j in range(i):
             K[i, j] = K[j, i]
     return K

@@ -245,9 +245,13 @@ def factorize(X: np.ndarray, Y: np.ndarray, params, methods: tuple[str, ...], th
     check_memory(8.0 * n * n * (FIT_MATRICES if "ikl" in methods else FIT_MATRICES_WITHOUT_IKL),
                  f"a twin GP of N = {n} training points", "fit fewer points, or use fastsm.tgp.fit_local "
                  "(models of n_neighbors points)")
-    with thread_limits(threads):
-        Kx = weighted_gram(X, p.gamma_x, p.lambda_x, sample_weight)
-        Ky = weighted_gram(Y, p.gamma_y, p.lambda_y, sample_weight)
+    with thread_limits(threads) as nt:
+        grams = [(X, p.gamma_x, p.lambda_x), (Y, p.gamma_y, p.lambda_y)]
+        if nt > 1:  # the two kernel matrices in two threads (each kernel runs in one)
+            with worker_pool(2, "fastsm-fit") as pool:
+                Kx, Ky = pool.map(lambda g: weighted_gram(*g, sample_weight), grams)
+        else:
+            Kx, Ky = (weighted_gram(*g, sample_weight) for g in grams)
         Kxy = (1.0 - p.alpha) * Kx + p.alpha * Ky
         ikl = "ikl" in methods  # G needs L_X; the other factors are used through their inverses only
         w = sample_weight
