@@ -17,7 +17,7 @@ import numpy as np
 from numba.extending import get_cython_function_address
 
 from fastsm import config
-from fastsm._kernels.cholesky import potrf_symmetric
+from fastsm._kernels.linalg import potrf_symmetric
 from fastsm._kernels.triangular import tri_inverse
 from fastsm.config import kernel
 
@@ -30,7 +30,7 @@ _dtrtri = _TRTRI(get_cython_function_address("scipy.linalg.cython_lapack", "dtrt
 def potrf_trtri(K: np.ndarray, want_L: bool = True) -> tuple[np.ndarray | None, np.ndarray, float, int]:
     """``(L, W, log|K|, info)``: the lower Cholesky factor ``K = L L^T`` and ``W = L^-1``.
 
-    ``L`` by LAPACK's ``dpotrf`` (:func:`fastsm._kernels.cholesky.potrf_symmetric`, the one binding);
+    ``L`` by LAPACK's ``dpotrf`` (:func:`fastsm._kernels.linalg.potrf_symmetric`, the one binding);
     ``W`` by :func:`triangular_inverse`.
 
     Only the lower triangle of ``K`` is read; ``L`` and ``W`` are C-contiguous with zeros above

@@ -333,15 +333,15 @@ def chunk_bounds(n: int, parts: int) -> list[tuple[int, int]]:
     return [(edges[i], edges[i + 1]) for i in range(parts) if edges[i + 1] > edges[i]]
 
 
-def run_chunks(n: int, threads: int, work: Callable[[int, int], Any]) -> None:
-    """``work(s, e)`` for ``threads`` contiguous chunks of ``range(n)``, one per thread of a
+def run_chunks(n: int, threads: int, work: Callable[[int, int], Any], start: int = 0) -> None:
+    """``work(s, e)`` for ``threads`` contiguous chunks of ``range(start, start + n)``, one per thread of a
     :func:`worker_pool` (in this thread when one chunk is all there is).
 
     How the prediction kernels use threads: each runs in one thread, on its own points, and a
     point's result depends on its own data only, so the split changes no bit.  ``work`` writes its
     chunk's results; an exception in any chunk is raised here once every chunk has ended.
     """
-    bounds = chunk_bounds(n, threads)
+    bounds = [(start + s, start + e) for s, e in chunk_bounds(n, threads)]
     if len(bounds) <= 1:
         for s, e in bounds:
             work(s, e)

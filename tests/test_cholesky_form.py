@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from fastsm import datasets, tgp
-from fastsm._kernels.cholesky import CHOLESKY_MAX_N, cholesky_symmetric, potrf_symmetric
+from fastsm._kernels.cholesky import CHOLESKY_MAX_N, cholesky_symmetric
+from fastsm._kernels.linalg import potrf_symmetric
 from fastsm._lapack import potrf_trtri
 from fastsm._threads import thread_limits
 from fastsm.tgp import regions

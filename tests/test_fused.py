@@ -13,10 +13,15 @@ from fastsm._threads import thread_limits
 from fastsm.exceptions import ExtrapolationWarning
 from fastsm.tgp import prediction as P
 from fastsm.tgp.local_model import local_model
+from fastsm.tgp.options import PredictOptions
 
 PARAMS = tgp.TGPParams(gamma_x=0.5, gamma_y=2.0, lambda_x=1e-3, lambda_y=1e-2, alpha=0.6, beta=1.5)
 OPTS = dict(max_iter=config.DEFAULT_MAX_ITER, tol=config.DEFAULT_TOL, threads=1, trust_radius=0.25, batch_size=7,
             progress=False, ftol=0.0)
+
+
+def _opts(**kw):
+    return PredictOptions(**dict(OPTS, **kw))
 FIELDS = ("y", "log_certainty", "n_iter", "n_eval", "converged", "objective", "criterion", "n_eta_floor",
           "extrapolated")
 
@@ -41,9 +46,9 @@ def test_the_fused_prediction_is_the_staged_one_bitwise(dy, method, init):
     if init == "array":
         init = np.random.default_rng(1).normal(size=(len(Xt), dy))
     with pytest.warns(ExtrapolationWarning):
-        fused = P.predict_fused(m, Xt, method=method, init=init, optimizer="bfgs", **OPTS)
+        fused = P.predict_fused(m, Xt, _opts(method=method, init=init, optimizer="bfgs"))
     with pytest.warns(ExtrapolationWarning):
-        staged = P.predict_staged(m, Xt, method=method, init=init, optimizer="bfgs", **OPTS)
+        staged = P.predict_staged(m, Xt, _opts(method=method, init=init, optimizer="bfgs"))
     for name in FIELDS:
         np.testing.assert_array_equal(getattr(fused, name), getattr(staged, name), err_msg=name)
     assert fused.extrapolated[-1] and not fused.extrapolated[:16].any()
@@ -51,26 +56,26 @@ def test_the_fused_prediction_is_the_staged_one_bitwise(dy, method, init):
 
 def test_gradient_descent_and_a_model_predicting_through_predict():
     m, Xt = _model(2, seed=3)
-    a = P.predict_fused(m, Xt[:16], method="sm", init=None, optimizer="gd", **OPTS)
-    b = P.predict_staged(m, Xt[:16], method="sm", init=None, optimizer="gd", **OPTS)
+    a = P.predict_fused(m, Xt[:16], _opts(method="sm", init=None, optimizer="gd"))
+    b = P.predict_staged(m, Xt[:16], _opts(method="sm", init=None, optimizer="gd"))
     for name in FIELDS:
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
     c = tgp.predict(m, Xt[:16], method="sm", threads=1)  # predict_global takes the fused path
-    np.testing.assert_array_equal(c.y, P.predict_staged(m, Xt[:16], method="sm", init=None, optimizer="bfgs",
-                                                        **dict(OPTS, batch_size=1024)).y)
+    np.testing.assert_array_equal(c.y, P.predict_staged(m, Xt[:16], _opts(method="sm", init=None, optimizer="bfgs",
+                                                                          batch_size=1024)).y)
 
 
 def test_the_fused_prediction_checks_its_start():
     m, Xt = _model(2)
     with pytest.raises(ValueError, match="init must have shape"):
-        P.predict_fused(m, Xt, method="sm", init=np.zeros((3, 2)), optimizer="bfgs", **OPTS)
+        P.predict_fused(m, Xt, _opts(method="sm", init=np.zeros((3, 2)), optimizer="bfgs"))
     with pytest.raises(ValueError, match="init must be one of"):
-        P.predict_fused(m, Xt, method="sm", init="ridge", optimizer="bfgs", **OPTS)
+        P.predict_fused(m, Xt, _opts(method="sm", init="ridge", optimizer="bfgs"))
     big = copy.copy(m)
     object.__setattr__(big, "ridge_coef", np.full_like(m.ridge_coef, 1e300))
     for run in (P.predict_fused, P.predict_staged):  # the same check, the same message
         with pytest.raises(ValueError, match=r"linear \(ridge\) start overflows float64 at 1 row\(s\), first row 1"):
-            run(big, np.vstack([Xt[:1] * 0.0, Xt[:1] * 0.0 + 1e10]), method="kl", init=None, optimizer="bfgs", **OPTS)
+            run(big, np.vstack([Xt[:1] * 0.0, Xt[:1] * 0.0 + 1e10]), _opts(method="kl", init=None, optimizer="bfgs"))
 
 
 def _supported_reference(model, X, Y0, method, held=None, spread=None):

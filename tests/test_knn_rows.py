@@ -13,6 +13,7 @@ from fastsm._kernels.knn import knn_rows, outcome
 from fastsm._products import ROW_SOLVE_PLAN
 from fastsm.tgp import local
 from fastsm.tgp.neighbours import neighbours
+from fastsm.tgp.options import PredictOptions
 
 PARAMS = tgp.TGPParams(gamma_x=0.6, gamma_y=2.0, lambda_x=1e-3, lambda_y=1e-3, alpha=0.6, beta=1.4)
 FIELDS = ("y", "log_certainty", "n_iter", "n_eval", "converged", "objective", "criterion", "n_eta_floor",
@@ -87,8 +88,8 @@ def test_points_the_kernel_leaves_to_python(data, monkeypatch):
 
 def _statuses(model, Xt, dy, stop=0):
     """The kernel's status per point (0: predicted, 1: left to Python)."""
-    blocks = local.knn_blocks(model, Xt, None, "sm", None, {}, None, max_iter=100, tol=1e-6, optimizer="bfgs",
-                               trust_radius=1.0, ftol=0.0)
+    opts = PredictOptions(method="sm", init=None, max_iter=100, tol=1e-6, optimizer="bfgs", trust_radius=1.0, ftol=0.0)
+    blocks = local.knn_blocks(model, Xt, None, opts, {}, None)
     res = outcome(len(Xt), dy)
     knn_rows(blocks.local, Xt, neighbours(model, Xt), np.empty((len(Xt), dy)), blocks.spec,
              ROW_SOLVE_PLAN, np.full(1, stop, dtype=np.int64), res)

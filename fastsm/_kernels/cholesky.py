@@ -22,21 +22,11 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import llvmlite.binding as llvm
 import numpy as np
-from numba import types
-from numba.extending import get_cython_function_address
 
-from fastsm._kernels.gemm import ptr
-from fastsm._kernels.linalg import factor_symmetric, mirror_upper
+from fastsm._kernels.linalg import factor_symmetric, potrf_symmetric
 from fastsm._kernels.rbf import gram_upper
 from fastsm.config import kernel
-
-llvm.add_symbol("fastsm_dpotrf", get_cython_function_address("scipy.linalg.cython_lapack", "dpotrf"))
-_POTRF_SIG = types.void(types.CPointer(types.int8), types.CPointer(types.intc), types.CPointer(types.float64),
-                        types.CPointer(types.intc), types.CPointer(types.intc))
-_dpotrf = types.ExternalFunction("fastsm_dpotrf", _POTRF_SIG)
-_L = ord("L")
 
 
 @kernel()
@@ -49,31 +39,6 @@ def gram_into(Z, gamma, lam, w, weighted, K):
     gram_upper(Z, gamma, K)
     for i in range(n):
         K[i, i] = 1.0 + lam / w[i] if weighted else 1.0 + lam
-
-
-@kernel()
-def potrf_symmetric(A):
-    """Factorise the symmetric ``A = L L^T`` in place into symmetric storage by LAPACK's ``dpotrf``;
-    returns LAPACK's ``info``.
-
-    A C-ordered symmetric matrix reads as itself in Fortran order: ``dpotrf("L")`` writes ``L`` into
-    the Fortran lower triangle, which is the C upper triangle, transposed (``A[j, i] = L[i, j]``,
-    the memory of a Fortran-ordered ``L``: the same call on the same bytes as
-    every Cholesky factor of fastsm above ``CHOLESKY_MAX_N``: the one LAPACK binding); the C lower
-    triangle is then filled with ``L``.
-    With ``info != 0`` (the leading minor of that order is not positive) ``A`` is meaningless.
-    """
-    n = A.shape[0]
-    flags = np.empty(1, dtype=np.int8)
-    flags[0] = _L
-    dims = np.empty(2, dtype=np.intc)
-    dims[0] = n
-    dims[1] = 0
-    _dpotrf(ptr(flags, 0), ptr(dims, 0), ptr(A, 0), ptr(dims, 0), ptr(dims, 1))
-    info = dims[1]
-    if info == 0:
-        mirror_upper(A)
-    return info
 
 
 @kernel()

@@ -14,7 +14,8 @@ import numpy as np
 from numba import prange, types
 from numba.np.linalg import ensure_blas
 
-from fastsm._kernels.gemm import ptr, row_tiles
+from fastsm._kernels.gemm import row_tiles
+from fastsm._kernels.linalg import ptr
 from fastsm.config import kernel
 
 ensure_blas()

@@ -28,9 +28,10 @@ from typing import NamedTuple
 import llvmlite.binding as llvm
 import numpy as np
 from numba import types
-from numba.core.extending import intrinsic, overload
+from numba.core.extending import overload
 from numba.extending import get_cython_function_address
 
+from fastsm._kernels.linalg import ptr
 from fastsm._kernels.tri_rows import rows_product
 from fastsm.config import kernel
 
@@ -89,18 +90,6 @@ class RowPlan(TilePlan):
     """
 
     __slots__ = ()
-
-
-@intrinsic
-def ptr(typingctx, arr, offset):
-    """Pointer to element ``offset`` of a C-contiguous array's data (for the BLAS call)."""
-    sig = types.CPointer(arr.dtype)(arr, types.intp)
-
-    def codegen(context, builder, signature, args):
-        ary = context.make_array(signature.args[0])(context, builder, args[0])
-        return builder.gep(ary.data, [args[1]])
-
-    return sig, codegen
 
 
 @kernel()

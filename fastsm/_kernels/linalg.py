@@ -1,21 +1,72 @@
-"""Dense linear algebra by loops: fastsm's one Cholesky factorisation of its own (#54) and its
-substitutions.
+"""Dense linear algebra: fastsm's one Cholesky factorisation of its own (#54), its substitutions,
+and the one LAPACK binding (``dpotrf``, :func:`potrf_symmetric`).
 
 :func:`factor_symmetric` factorises in place into symmetric storage (lower triangle ``L``, upper
 ``L^T``), eight rows at a time with explicit eight-lane vectors (:mod:`fastsm._kernels.simd`):
 the local models' twin factors (:func:`fastsm._kernels.cholesky.twin_factors`) and, through
 :func:`cholesky`, the small systems — Gaussian divergences and their mixtures, MAXDET's Newton
-systems, the ``dy × dy`` Hessians (:mod:`fastsm._kernels.quasi_newton`), the KLIEP polish's Newton
-systems (:mod:`fastsm._kernels.kliep_polish`) and the O(N^3) reference form
-(:mod:`fastsm._kernels.cubic`).  Loops rather than ``np.linalg`` keep their compile time low, and
-their bits depend on the matrix only, not on the BLAS or the CPU."""
+systems, the KLIEP polish's Newton systems (:mod:`fastsm._kernels.kliep_polish`) and the O(N^3)
+reference form (:mod:`fastsm._kernels.cubic`): their bits depend on the matrix only, not on the
+BLAS or the CPU.  :func:`potrf_symmetric` (LAPACK) factorises the global models' matrices, orders
+above ``CHOLESKY_MAX_N``, and the optimiser's ``dy × dy`` Hessians
+(:func:`fastsm._kernels.quasi_newton.seed_inverse`), where an external call compiles in a fraction
+of the time of the loops."""
 
 from __future__ import annotations
 
+import llvmlite.binding as llvm
 import numpy as np
+from numba import types
+from numba.core.extending import intrinsic
+from numba.extending import get_cython_function_address
 
 from fastsm._kernels.simd import vload, vmul, vsplat, vstore, vsub
 from fastsm.config import kernel
+
+# LAPACK's dpotrf, reached by name so that the kernels calling it stay cacheable: the symbol is
+# registered in this process before any kernel is compiled or loaded from the cache.
+llvm.add_symbol("fastsm_dpotrf", get_cython_function_address("scipy.linalg.cython_lapack", "dpotrf"))
+_POTRF_SIG = types.void(types.CPointer(types.int8), types.CPointer(types.intc), types.CPointer(types.float64),
+                        types.CPointer(types.intc), types.CPointer(types.intc))
+_dpotrf = types.ExternalFunction("fastsm_dpotrf", _POTRF_SIG)
+_L = ord("L")
+
+
+@intrinsic
+def ptr(typingctx, arr, offset):
+    """Pointer to element ``offset`` of a C-contiguous array's data (for a BLAS or LAPACK call)."""
+    sig = types.CPointer(arr.dtype)(arr, types.intp)
+
+    def codegen(context, builder, signature, args):
+        ary = context.make_array(signature.args[0])(context, builder, args[0])
+        return builder.gep(ary.data, [args[1]])
+
+    return sig, codegen
+
+
+@kernel()
+def potrf_symmetric(A):
+    """Factorise the symmetric ``A = L L^T`` in place into symmetric storage by LAPACK's ``dpotrf``;
+    returns LAPACK's ``info``.
+
+    A C-ordered symmetric matrix reads as itself in Fortran order: ``dpotrf("L")`` writes ``L`` into
+    the Fortran lower triangle, which is the C upper triangle, transposed (``A[j, i] = L[i, j]``,
+    the memory of a Fortran-ordered ``L``: the same call on the same bytes as
+    every Cholesky factor of fastsm above ``CHOLESKY_MAX_N``: the one LAPACK binding); the C lower
+    triangle is then filled with ``L``.  Its bits are the BLAS's (one BLAS thread: deterministic).
+    With ``info != 0`` (the leading minor of that order is not positive) ``A`` is meaningless.
+    """
+    n = A.shape[0]
+    flags = np.empty(1, dtype=np.int8)
+    flags[0] = _L
+    dims = np.empty(2, dtype=np.intc)
+    dims[0] = n
+    dims[1] = 0
+    _dpotrf(ptr(flags, 0), ptr(dims, 0), ptr(A, 0), ptr(dims, 0), ptr(dims, 1))
+    info = dims[1]
+    if info == 0:
+        mirror_upper(A)
+    return info
 
 
 @kernel()
@@ -171,7 +222,7 @@ def factor_symmetric(A):
     LLVM leaves these loops scalar otherwise).  Every entry takes its terms one at a time in row
     order, one multiply and one subtraction each: the bits depend on ``A`` only, not on the BLAS,
     the CPU or the thread count.  ``A`` is C-contiguous.  fastsm's one Cholesky factorisation of its
-    own (the other is LAPACK's ``dpotrf``, :func:`fastsm._kernels.cholesky.potrf_symmetric`).
+    own (the other is LAPACK's ``dpotrf``, :func:`potrf_symmetric`).
     """
     n = A.shape[0]
     P = A.reshape(n * n)

@@ -17,14 +17,14 @@ from numpy.typing import ArrayLike
 from fastsm import config
 from fastsm._interrupt import run_interruptible
 from fastsm._threads import Compute, run_chunks
-from fastsm._validation import check_choice, check_int, check_scalar
+from fastsm._validation import check_choice, check_int
 from fastsm.tgp.fitting import METHODS, check_training, factorize
 from fastsm.tgp.local import LocalTGPModel, predict_local
 from fastsm.tgp.model import Prediction, TGPModel, TGPParams, check_inputs, check_model, check_pairs
+from fastsm.tgp.options import PredictOptions
 from fastsm.tgp.prediction import (
     Method,
     batch_ranges,
-    check_options,
     evaluate,
     log_certainty_at,
     predict_global,
@@ -170,21 +170,12 @@ def predict(
     Ctrl-C interrupts the call within one evaluation round and raises
     ``KeyboardInterrupt``.
     """
+    opts = PredictOptions(method=method, init=init, max_iter=max_iter, tol=tol, ftol=ftol, trust_radius=trust_radius,
+                          optimizer=optimizer, batch_size=batch_size, threads=threads, progress=progress)
     if isinstance(model, LocalTGPModel):
-        max_iter, tol, trust_radius, batch_size = check_options(method, optimizer, max_iter, tol, trust_radius,
-                                                                 batch_size)
-        ftol = check_scalar("ftol", ftol, low=0.0)
-        return predict_local(model, X, method=method, init=init, max_iter=max_iter, tol=tol, threads=threads,
-                             optimizer=optimizer, trust_radius=trust_radius, batch_size=batch_size,
-                             progress=progress, ftol=ftol)
+        return predict_local(model, X, opts)
     model = check_model(model)
-    X = check_inputs(model, X)
-    max_iter, tol, trust_radius, batch_size = check_options(method, optimizer, max_iter, tol, trust_radius,
-                                                             batch_size)
-    ftol = check_scalar("ftol", ftol, low=0.0)
-    return predict_global(model, X, method=method, init=init, max_iter=max_iter, tol=tol, threads=threads,
-                          optimizer=optimizer, trust_radius=trust_radius, batch_size=batch_size, progress=progress,
-                          ftol=ftol)
+    return predict_global(model, check_inputs(model, X), opts)
 
 def objective(
     model: TGPModel,
@@ -225,7 +216,7 @@ def objective(
     def body(run: Compute) -> None:
         products_plan(model)  # formed (probed) once, before threads share it
         for s, e in batch_ranges(n, batch_size):
-            run_chunks(e - s, run.n_threads, lambda a, b, s=s: chunk(s + a, s + b))
+            run_chunks(e - s, run.n_threads, chunk, start=s)
 
     run_interruptible(threads, body, flops=6.0 * n * model.n_train**2)
     return (val, grad) if return_gradient else val
@@ -250,7 +241,7 @@ def certainty(model: TGPModel, X: ArrayLike, Y: ArrayLike, *, threads: int | Non
     def body(run: Compute) -> None:
         products_plan(model)  # formed (probed) once, before threads share it
         for s, e in batch_ranges(X.shape[0], batch_size):
-            run_chunks(e - s, run.n_threads, lambda a, b, s=s: chunk(s + a, s + b))
+            run_chunks(e - s, run.n_threads, chunk, start=s)
 
     run_interruptible(threads, body, flops=6.0 * X.shape[0] * model.n_train**2)
     return out

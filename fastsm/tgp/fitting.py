@@ -26,7 +26,8 @@ import numpy as np
 from scipy.linalg.blas import dtrmm, dtrsm
 
 from fastsm import config
-from fastsm._kernels.cholesky import TwinKernels, potrf_symmetric, twin_factors
+from fastsm._kernels.cholesky import TwinKernels, twin_factors
+from fastsm._kernels.linalg import potrf_symmetric
 from fastsm._kernels.rbf import rbf_gram
 from fastsm._kernels.ridge import ridge_start
 from fastsm._lapack import potrf_trtri, triangular_inverse
@@ -249,9 +250,9 @@ def factorize(X: np.ndarray, Y: np.ndarray, params, methods: tuple[str, ...], th
         grams = [(X, p.gamma_x, p.lambda_x), (Y, p.gamma_y, p.lambda_y)]
         if nt > 1:  # the two kernel matrices in two threads (each kernel runs in one)
             with worker_pool(2, "fastsm-fit") as pool:
-                Kx, Ky = pool.map(lambda g: weighted_gram(*g, sample_weight), grams)
+                Kx, Ky = pool.map(lambda g: weighted_gram(g[0], g[1], g[2], sample_weight), grams)
         else:
-            Kx, Ky = (weighted_gram(*g, sample_weight) for g in grams)
+            Kx, Ky = (weighted_gram(g[0], g[1], g[2], sample_weight) for g in grams)
         Kxy = (1.0 - p.alpha) * Kx + p.alpha * Ky
         ikl = "ikl" in methods  # G needs L_X; the other factors are used through their inverses only
         w = sample_weight
@@ -282,7 +283,7 @@ def factorize(X: np.ndarray, Y: np.ndarray, params, methods: tuple[str, ...], th
 def spd_cholesky(K: np.ndarray, name: str, remedy: str, want_L: bool = False) -> tuple[None, np.ndarray, float]:
     """``(None, S, log|K|)`` of an SPD matrix: its Cholesky factor ``L`` in symmetric storage ``S``
     (LAPACK's ``dpotrf`` on ``K``'s bytes, as :func:`spd_factor`'s: the same ``L``; GIL released,
-    :func:`fastsm._kernels.cholesky.potrf_symmetric`).  Call on one BLAS thread.
+    :func:`fastsm._kernels.linalg.potrf_symmetric`).  Call on one BLAS thread.
 
     Raises
     ------

@@ -40,6 +40,7 @@ the in-process prediction.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -48,8 +49,8 @@ from numpy.typing import ArrayLike
 
 from fastsm import config
 from fastsm._kernels.knn import Local, knn_rows, outcome
-from fastsm._kernels.objectives import KL, SM
-from fastsm._kernels.predict import GIVEN, KL_START, LINEAR, Run
+from fastsm._kernels.objectives import SM
+from fastsm._kernels.predict import GIVEN, Run
 from fastsm._memory import FIT_MATRICES, check_memory
 from fastsm._products import ROW_SOLVE_PLAN
 from fastsm._progress import Progress
@@ -60,9 +61,10 @@ from fastsm.tgp.fitting import MIN_PIVOT, check_training, cholesky_form
 from fastsm.tgp.local_model import LOCAL_METHODS, SHARES, LocalTGPModel, fit_members, shared_model
 from fastsm.tgp.model import Prediction, TGPParams, check_inputs
 from fastsm.tgp.neighbours import chunk_rows, neighbour_groups, tree_order
+from fastsm.tgp.options import PredictOptions
 from fastsm.tgp.prediction import (
     certainty_from,
-    kl_start_iterations,
+    kernel_run,
     predict_global,
     quiet,
     resolved_init,
@@ -183,30 +185,24 @@ class _KnnBlocks:
         return m
 
 
-def knn_blocks(model: LocalTGPModel, X: np.ndarray, Y0, method: str, init, out: dict, staged, *, max_iter: int,
-                tol: float, optimizer: str, trust_radius: float, ftol: float) -> _KnnBlocks | None:
+def knn_blocks(model: LocalTGPModel, X: np.ndarray, Y0, opts: PredictOptions, out: dict, staged) -> _KnnBlocks | None:
     """:class:`_KnnBlocks` where a prediction's per-point models are in Cholesky form
     (``share="none"``, KLTGP or SMTGP, ``K < n_train``), else ``None``."""
+    method = opts.method
     methods = LOCAL_METHODS[method]
     if model.share != "none" or method not in ("kl", "sm") or model.n_neighbors >= model.n_train \
             or not cholesky_form(model.n_neighbors, methods):
         return None
-    chosen = resolved_init(init, method)
+    chosen = resolved_init(opts.init, method)
     if isinstance(chosen, str):
         check_choice("init", chosen, ("linear", "kl"))
-    mode = GIVEN if Y0 is not None else LINEAR if chosen == "linear" else KL_START
-    dy = model.Y.shape[1]
-    spec = Run(SM if method == "sm" else KL, mode, max_iter, kl_start_iterations(max_iter), tol, ftol, trust_radius,
-               optimizer == "bfgs", config.DEFAULT_WINDOW, optimizer == "bfgs" and method == "sm"
-               and dy <= config.SM_HESSIAN_MAX_DY)
-    return _KnnBlocks(model, X, Y0, spec, out, staged)
+    return _KnnBlocks(model, X, Y0, kernel_run(opts, model.Y.shape[1], given=Y0 is not None), out, staged)
 
 
-def predict_local(model: LocalTGPModel, X, *, method: str, init, max_iter: int, tol: float, threads: int | None,
-                  optimizer: str, trust_radius: float, batch_size: int, progress=False,
-                  ftol: float = config.DEFAULT_FTOL) -> Prediction:
+def predict_local(model: LocalTGPModel, X, opts: PredictOptions) -> Prediction:
     """:func:`fastsm.tgp.predict` for a :class:`LocalTGPModel` (validated options)."""
     X = check_inputs(model, X)
+    method, init = opts.method, opts.init
     if method == "sm_cubic":
         raise ValueError("method='sm_cubic' (the O(N^3) reference form) is not available for local models")
     n, dy = X.shape[0], model.Y.shape[1]
@@ -215,6 +211,7 @@ def predict_local(model: LocalTGPModel, X, *, method: str, init, max_iter: int, 
         Y0 = as_2d("init", init)
         if Y0.shape != (n, dy):
             raise ValueError(f"init must have shape {(n, dy)} (n test points × dy), got {Y0.shape}")
+    group_opts = dataclasses.replace(opts, threads=1, progress=False)  # one thread per group
     out = {"y": np.empty((n, dy)), "lc": np.empty(n), "it": np.empty(n, dtype=np.int64),
            "ev": np.empty(n, dtype=np.int64), "cv": np.empty(n, dtype=bool), "f": np.empty(n),
            "obj": np.empty(n), "h": np.empty(n, dtype=np.int64), "ex": np.empty(n, dtype=bool)}
@@ -237,20 +234,18 @@ def predict_local(model: LocalTGPModel, X, *, method: str, init, max_iter: int, 
         if model.share != "cluster":  # a region model from the cache: the flag is not packed
             use_row_products(sub)
         with quiet():  # counted and reported once below
-            p = predict_global(sub, X[rows], method=method, init=init if Y0 is None else Y0[rows],
-                               max_iter=max_iter, tol=tol, threads=1, optimizer=optimizer, trust_radius=trust_radius,
-                               batch_size=batch_size, progress=False, ftol=ftol)
+            p = predict_global(sub, X[rows], group_opts if Y0 is None else
+                               dataclasses.replace(group_opts, init=Y0[rows]))
         out["y"][rows], out["lc"][rows], out["it"][rows], out["ev"][rows] = p.y, p.log_certainty, p.n_iter, p.n_eval
         out["cv"][rows], out["f"][rows], out["obj"][rows] = p.converged, p.criterion, p.objective
         out["h"][rows], out["ex"][rows] = p.n_eta_floor, p.extrapolated
         return len(rows)
 
     rows = n if model.share == "region" else chunk_rows(model)  # regions: O(n) labels, no (n, K) indices
-    workers = resolve_threads(threads)
-    blocks = knn_blocks(model, X, Y0, method, init, out, _run, max_iter=max_iter, tol=tol, optimizer=optimizer,
-                         trust_radius=trust_radius, ftol=ftol)
+    workers = resolve_threads(opts.threads)
+    blocks = knn_blocks(model, X, Y0, opts, out, _run)
     order = tree_order(model, X, workers) if blocks is not None else None
-    with Progress(progress, n, "local predict") as bar, \
+    with Progress(opts.progress, n, "local predict") as bar, \
             worker_pool(workers, "fastsm-local") as pool:
         try:
             for s in range(0, n, rows):

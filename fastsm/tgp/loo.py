@@ -27,13 +27,12 @@ from numpy.typing import ArrayLike
 
 from fastsm import config
 from fastsm._memory import LOO_MATRICES, check_memory
-from fastsm._validation import check_choice, check_scalar
+from fastsm._validation import check_choice
 from fastsm.tgp.fitting import output_spread, ridge_frame
 from fastsm.tgp.model import Prediction, TGPModel, check_model
+from fastsm.tgp.options import PredictOptions
 from fastsm.tgp.prediction import (
-    check_options,
-    is_supported,
-    kl_start_iterations,
+    kl_start_options,
     optimize_points,
     prepare_batch,
     start,
@@ -208,27 +207,29 @@ def loo_predict(
     model = check_model(model)
     model = inverse_form(model)
     check_choice("method", method, ("sm", "kl", "ikl"))
-    max_iter, tol, trust_radius, batch_size = check_options(method, optimizer, max_iter, tol, trust_radius,
-                                                             batch_size)
-    ftol = check_scalar("ftol", ftol, low=0.0)
+    opts = PredictOptions(method=method, init=init, max_iter=max_iter, tol=tol, ftol=ftol, trust_radius=trust_radius,
+                          optimizer=optimizer, batch_size=batch_size, threads=threads)
+    what = "one start per training point" if rows is None else "one start per row"
+    return loo_points(model, _rows(model, rows), opts, certainty=certainty, what=what)
+
+
+def loo_points(model: TGPModel, held: np.ndarray, opts: PredictOptions, certainty: bool = True,
+               what: str = "one start per row") -> Prediction:
+    """:func:`loo_predict` of the training points ``held`` of ``model`` (in inverse form) with validated
+    options; ``what`` names the starts ``opts.init`` must give (its error message)."""
+    method = opts.method
     if method == "ikl" and model.G is None:
         raise ValueError("this model was fitted without 'ikl' in methods; refit with methods including 'ikl'")
-    held = _rows(model, rows)
     check_memory(8.0 * LOO_MATRICES * model.n_train**2, f"leave-one-out of N = {model.n_train} training points",
                  "use a model of fewer training points")
     n, dy = held.size, model.Y.shape[1]
     spread = loo_spread(model.Y)[held]
     Xh = model.X[held]
-    Y0 = start(init, method, (n, dy), "one start per training point" if rows is None else "one start per row",
+    Y0 = start(opts.init, method, (n, dy), what,
                linear=lambda: loo_ridge(model)[held],
-               kl=lambda: loo_predict(model, method="kl", init="linear",
-                                      max_iter=kl_start_iterations(max_iter), tol=tol,
-                                      threads=threads, optimizer=optimizer, trust_radius=trust_radius,
-                                      batch_size=batch_size, ftol=ftol, rows=held, certainty=False).y)
-    res = optimize_points(model, method, Y0, lambda s, e: prepare_batch(model, Xh[s:e], method, held[s:e]), held,
-                          spread, max_iter=max_iter, tol=tol, ftol=ftol, trust_radius=trust_radius,
-                          optimizer=optimizer, batch_size=batch_size, threads=threads, certainty=certainty,
-                          supported=is_supported(init, method))
+               kl=lambda: loo_points(model, held, kl_start_options(opts), certainty=False).y)
+    res = optimize_points(model, Y0, lambda s, e: prepare_batch(model, Xh[s:e], method, held[s:e]), held, spread,
+                          opts, certainty=certainty)
     warn_extrapolated(res.extrapolated, n)
     return res
 

@@ -9,6 +9,8 @@ Public entry points: :mod:`fastsm.tgp.api`.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
 import threading
 from collections.abc import Iterator
 from typing import Literal
@@ -24,11 +26,11 @@ from fastsm._kernels.predict import GIVEN, KL_START, LINEAR, Run, predict_rows
 from fastsm._kernels.quasi_newton import Options, plain_start, stop_rule
 from fastsm._progress import Progress
 from fastsm._threads import Compute, run_chunks, thread_limits
-from fastsm._validation import as_2d, check_choice, check_int, check_scalar
+from fastsm._validation import as_2d, check_choice
 from fastsm._warn import warn
 from fastsm.exceptions import ExtrapolationWarning
-from fastsm.tgp.fitting import METHODS
 from fastsm.tgp.model import Prediction, TGPModel
+from fastsm.tgp.options import PredictOptions
 from fastsm.tgp.views import (
     METHOD_CODE,
     cubic_factors,
@@ -132,6 +134,13 @@ def supported_start(model: TGPModel, X: np.ndarray, Y0: np.ndarray, method: str,
     return out
 
 
+def kl_start_options(opts: PredictOptions) -> PredictOptions:
+    """The options of SMTGP's KLTGP start ([SM] §5.2): KLTGP from the ridge start, at most
+    :func:`kl_start_iterations`, no progress of its own."""
+    return dataclasses.replace(opts, method="kl", init="linear", max_iter=kl_start_iterations(opts.max_iter),
+                               progress=False)
+
+
 def kl_start_iterations(max_iter: int) -> int:
     """KLTGP iterations of SMTGP's ``init="kl"`` start: at most :data:`fastsm.config.SM_START_ITER`
     (the start need not be converged, SMTGP's own optimisation takes it from there)."""
@@ -178,16 +187,6 @@ def start(init, method: str, shape: tuple[int, int], rows: str, *, linear, kl) -
     return np.ascontiguousarray(Y0, dtype=np.float64)
 
 
-def check_options(method, optimizer, max_iter, tol, trust_radius, batch_size):
-    check_choice("method", method, METHODS)
-    check_choice("optimizer", optimizer, ("bfgs", "gd"))
-    max_iter = min(check_int("max_iter", max_iter, low=0), config.MAX_ITER_CAP)
-    tol = check_scalar("tol", tol, low=0.0)
-    trust_radius = check_scalar("trust_radius", trust_radius, low=0.0, low_open=True)
-    batch_size = check_int("batch_size", batch_size, low=1)
-    return max_iter, tol, trust_radius, batch_size
-
-
 _QUIET = threading.local()
 
 
@@ -215,22 +214,23 @@ def warn_extrapolated(ex: np.ndarray, n: int, local: bool = False) -> None:
              "see Prediction.extrapolated", ExtrapolationWarning)
 
 
-def optimize_points(model: TGPModel, method: str, Y0: np.ndarray, point_data, held, spread: np.ndarray, *,
-              max_iter: int, tol: float, trust_radius: float, optimizer: str, batch_size: int,
-              threads: int | None, progress: Progress | None = None,
-              ftol: float = config.DEFAULT_FTOL, certainty: bool = True, supported: bool = False) -> Prediction:
-    """The batched minimisation shared by :func:`predict` and the leave-one-out predictions.
+def optimize_points(model: TGPModel, Y0: np.ndarray, point_data, held, spread: np.ndarray, opts: PredictOptions, *,
+                    bar: Progress | None = None, certainty: bool = True) -> Prediction:
+    """The batched minimisation shared by :func:`predict` and the leave-one-out predictions, as ``opts``
+    asks (its ``progress`` is the caller's to show: ``bar`` is stepped per batch).
 
     ``point_data(s, e)`` returns ``F, eta_x, g_xy, extrapolated`` of points
     ``s:e`` and their nearest training inputs (:func:`prepare_batch`); ``held`` is ``None`` or the
-    left-out training index per point; ``supported``: ``Y0`` is the ridge start, replaced where
-    :func:`supported_start` would replace it (the choice is the optimisation's first round);
-    ``spread`` the output spread of each point's model (tolerance and trust
+    left-out training index per point; where ``opts.init`` asks for the ridge start (:func:`is_supported`)
+    ``Y0`` is that start, replaced where :func:`supported_start` would replace it (the choice is the
+    optimisation's first round); ``spread`` the output spread of each point's model (tolerance and trust
     radius unit).  Without ``certainty`` KLTGP and IKLTGP skip the SM evaluation that forms it
     (``log_certainty`` NaN).
     """
     n, dy = Y0.shape
     p = model.params
+    method = opts.method
+    supported = is_supported(opts.init, method)
     # SM: the beta = 1 (Rényi) transform is minimised; the SM value is formed at the end
     beta = 1.0 if method in ("sm", "sm_cubic") else p.beta
     out = {
@@ -241,9 +241,9 @@ def optimize_points(model: TGPModel, method: str, Y0: np.ndarray, point_data, he
     objective = objective_view(model, method, beta)
     fit = fitted(model)
     cubic = cubic_factors(model, method)
-    hessian = optimizer == "bfgs" and method == "sm" and dy <= config.SM_HESSIAN_MAX_DY
-    xtol = np.ascontiguousarray(tol * spread)
-    max_step = np.ascontiguousarray(trust_radius * spread)
+    hessian = opts.bfgs and method == "sm" and dy <= config.SM_HESSIAN_MAX_DY
+    xtol = np.ascontiguousarray(opts.tol * spread)
+    max_step = np.ascontiguousarray(opts.trust_radius * spread)
 
     plan = products_plan(model, method)
     products_plan(model)  # the plans are formed (probed) once, before threads share them
@@ -251,11 +251,11 @@ def optimize_points(model: TGPModel, method: str, Y0: np.ndarray, point_data, he
     def chunk(s: int, e: int, stop: np.ndarray) -> None:
         F, eta_x, Gxy, ex, nearest = point_data(s, e)
         hb = held_rows(None if held is None else held[s:e], e - s)
-        opts = Options(stop_rule(max_iter, xtol[s:e], ftol), max_step[s:e], optimizer == "bfgs",
-                       config.DEFAULT_WINDOW, hessian)
+        run = Options(stop_rule(opts.max_iter, xtol[s:e], opts.ftol), max_step[s:e], opts.bfgs, config.DEFAULT_WINDOW,
+                      hessian)
         first = (supported_alternatives(fit.Y, Y0[s:e], nearest, ex, hb, spread[s:e]) if supported
                  else plain_start(Y0[s:e]))
-        Yb, fb, itb, evb, cvb, hits, ey, exy = minimize_batch(objective, obj.Points(F, eta_x, hb), first, opts, stop,
+        Yb, fb, itb, evb, cvb, hits, ey, exy = minimize_batch(objective, obj.Points(F, eta_x, hb), first, run, stop,
                                                               cubic, plan)
         out["y"][s:e], out["f"][s:e], out["it"][s:e], out["ev"][s:e] = Yb, fb, itb, evb
         out["cv"][s:e], out["h"][s:e], out["ex"][s:e] = cvb & ~ex, hits, ex
@@ -266,16 +266,16 @@ def optimize_points(model: TGPModel, method: str, Y0: np.ndarray, point_data, he
         else:
             out["lc"][s:e] = np.nan
 
-    def body(run: Compute) -> None:
-        for s, e in batch_ranges(n, batch_size):
-            if run.stop[0]:
+    def body(handle: Compute) -> None:
+        for s, e in batch_ranges(n, opts.batch_size):
+            if handle.stop[0]:
                 return
-            run_chunks(e - s, run.n_threads, lambda a, b, s=s: chunk(s + a, s + b, run.stop))
-            if progress is not None:
-                progress.step(e - s)
+            run_chunks(e - s, handle.n_threads, functools.partial(chunk, stop=handle.stop), start=s)
+            if bar is not None:
+                bar.step(e - s)
 
     # ~30 evaluations of 2 N^2 flops per point and (two triangular) product
-    run_interruptible(threads, body, flops=60.0 * n * model.n_train**2 * (1 if method == "kl" else 2))
+    run_interruptible(opts.threads, body, flops=60.0 * n * model.n_train**2 * (1 if method == "kl" else 2))
     ex = out["ex"]
     out["lc"][ex] = -np.inf
     return Prediction(y=out["y"], log_certainty=out["lc"], n_iter=out["it"], n_eval=out["ev"], converged=out["cv"],
@@ -310,35 +310,39 @@ def certainty_from(a: float, eta_x, eta_y, eta_xy) -> np.ndarray:
     return (1.0 - a) * np.log(eta_x) + a * np.log(eta_y) - np.log(eta_xy)
 
 
-def predict_global(model: TGPModel, X: np.ndarray, *, method: str, init, max_iter: int, tol: float,
-                   threads: int | None, optimizer: str, trust_radius: float, batch_size: int, progress,
-                   ftol: float) -> Prediction:
-    """:func:`fastsm.tgp.predict` for a global model, with validated inputs and options: a model whose
+def predict_global(model: TGPModel, X: np.ndarray, opts: PredictOptions) -> Prediction:
+    """:func:`fastsm.tgp.predict` for a global model, with validated inputs: a model whose
     substitutions run by row loops (a local model's) by :func:`predict_fused`, others by
     :func:`predict_staged` (bitwise the same; the fused kernel saves the stages' calls where a
     model predicts one or a few points)."""
-    fused = model.factor_form == "cholesky" and products_plan(model).rows and method in ("kl", "sm")
-    run = predict_fused if fused else predict_staged
-    return run(model, X, method=method, init=init, max_iter=max_iter, tol=tol, threads=threads, optimizer=optimizer,
-               trust_radius=trust_radius, batch_size=batch_size, progress=progress, ftol=ftol)
+    fused = model.factor_form == "cholesky" and products_plan(model).rows and opts.method in ("kl", "sm")
+    return predict_fused(model, X, opts) if fused else predict_staged(model, X, opts)
 
 
-def predict_fused(model: TGPModel, X: np.ndarray, *, method: str, init, max_iter: int, tol: float,
-                  threads: int | None, optimizer: str, trust_radius: float, batch_size: int, progress,
-                  ftol: float) -> Prediction:
+def kernel_run(opts: PredictOptions, dy: int, given: bool = False) -> Run:
+    """``opts`` as :func:`~fastsm._kernels.predict.predict_rows` reads them (KLTGP or SMTGP) for ``dy``
+    outputs; ``given``: the starts are given per point whatever ``opts.init`` says."""
+    chosen = resolved_init(opts.init, opts.method)
+    mode = GIVEN if given or not isinstance(chosen, str) else LINEAR if chosen == "linear" else KL_START
+    return Run(METHOD_CODE[opts.method], mode, opts.max_iter, kl_start_iterations(opts.max_iter), opts.tol, opts.ftol,
+               opts.trust_radius, opts.bfgs, config.DEFAULT_WINDOW,
+               opts.bfgs and opts.method == "sm" and dy <= config.SM_HESSIAN_MAX_DY)
+
+
+def predict_fused(model: TGPModel, X: np.ndarray, opts: PredictOptions) -> Prediction:
     """KLTGP or SMTGP predictions of a model in Cholesky form, each batch by one kernel
     (:func:`fastsm._kernels.predict.predict_rows`): bitwise :func:`predict_staged`'s."""
     n, dy = X.shape[0], model.Y.shape[1]
     p = model.params
+    method = opts.method
 
     def linear() -> np.ndarray:
         return linear_start(X, model.ridge_coef)
 
     # the ridge start, checked as start() checks it (the kernel runs the supported and the KL start)
-    Y0 = start(init, method, (n, dy), "n test points × dy", linear=linear,
+    Y0 = start(opts.init, method, (n, dy), "n test points × dy", linear=linear,
                kl=lambda: start("linear", method, (n, dy), "", linear=linear, kl=None))
-    chosen = resolved_init(init, method)
-    mode = GIVEN if not isinstance(chosen, str) else LINEAR if chosen == "linear" else KL_START
+    run = kernel_run(opts, dy)
     kl, sm = objective_view(model, "kl", p.beta), objective_view(model, "sm", 1.0)
     fit, plan = fitted(model), products_plan(model)
     out = {
@@ -346,10 +350,6 @@ def predict_fused(model: TGPModel, X: np.ndarray, *, method: str, init, max_iter
         "ev": np.empty(n, dtype=np.int64), "cv": np.empty(n, dtype=bool), "h": np.empty(n, dtype=np.int64),
         "lc": np.empty(n), "ex": np.empty(n, dtype=bool),
     }
-
-    run = Run(METHOD_CODE[method], mode, max_iter, kl_start_iterations(max_iter), tol, ftol, trust_radius,
-              optimizer == "bfgs", config.DEFAULT_WINDOW,
-              optimizer == "bfgs" and method == "sm" and dy <= config.SM_HESSIAN_MAX_DY)
 
     def chunk(s: int, e: int, stop: np.ndarray) -> None:
         Yb, fb, itb, evb, cvb, hits, ey, exy, eta_x, ex = predict_rows(
@@ -360,15 +360,15 @@ def predict_fused(model: TGPModel, X: np.ndarray, *, method: str, init, max_iter
         out["lc"][s:e] = certainty_from(p.alpha, eta_x, ey, exy)
 
     def body(handle: Compute) -> None:
-        for s, e in batch_ranges(n, batch_size):
+        for s, e in batch_ranges(n, opts.batch_size):
             if handle.stop[0]:
                 return
-            run_chunks(e - s, handle.n_threads, lambda a, b, s=s: chunk(s + a, s + b, handle.stop))
+            run_chunks(e - s, handle.n_threads, functools.partial(chunk, stop=handle.stop), start=s)
             if bar is not None:
                 bar.step(e - s)
 
-    with Progress(progress, n, "predict") as bar:
-        run_interruptible(threads, body, flops=60.0 * n * model.n_train**2 * (1 if method == "kl" else 2))
+    with Progress(opts.progress, n, "predict") as bar:
+        run_interruptible(opts.threads, body, flops=60.0 * n * model.n_train**2 * (1 if method == "kl" else 2))
     ex = out["ex"]
     out["lc"][ex] = -np.inf
     warn_extrapolated(ex, n)
@@ -377,23 +377,16 @@ def predict_fused(model: TGPModel, X: np.ndarray, *, method: str, init, max_iter
                       extrapolated=ex, method=method)
 
 
-def predict_staged(model: TGPModel, X: np.ndarray, *, method: str, init, max_iter: int, tol: float,
-                   threads: int | None, optimizer: str, trust_radius: float, batch_size: int, progress,
-                   ftol: float, certainty: bool = True) -> Prediction:
+def predict_staged(model: TGPModel, X: np.ndarray, opts: PredictOptions, certainty: bool = True) -> Prediction:
     """:func:`predict_global` in stages from Python (every model and method; the reference of
     :func:`predict_fused`); ``certainty``: as :func:`optimize_points`'s (off for SMTGP's KLTGP start)."""
     n, dy = X.shape[0], model.Y.shape[1]
-    Y0 = start(init, method, (n, dy), "n test points × dy",
+    Y0 = start(opts.init, opts.method, (n, dy), "n test points × dy",
                linear=lambda: linear_start(X, model.ridge_coef),
-               kl=lambda: predict_staged(model, X, method="kl", init="linear",
-                                         max_iter=kl_start_iterations(max_iter), tol=tol,
-                                         threads=threads, optimizer=optimizer, trust_radius=trust_radius,
-                                         batch_size=batch_size, progress=False, ftol=ftol, certainty=False).y)
+               kl=lambda: predict_staged(model, X, kl_start_options(opts), certainty=False).y)
     spread = np.full(n, model.y_spread)
-    with Progress(progress, n, "predict") as bar:
-        res = optimize_points(model, method, Y0, lambda s, e: prepare_batch(model, X[s:e], method), None, spread,
-                              max_iter=max_iter, tol=tol, ftol=ftol, trust_radius=trust_radius, optimizer=optimizer,
-                              batch_size=batch_size, threads=threads, progress=bar, certainty=certainty,
-                              supported=is_supported(init, method))
+    with Progress(opts.progress, n, "predict") as bar:
+        res = optimize_points(model, Y0, lambda s, e: prepare_batch(model, X[s:e], opts.method), None, spread, opts,
+                              bar=bar, certainty=certainty)
     warn_extrapolated(res.extrapolated, n)
     return res
