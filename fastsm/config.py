@@ -58,7 +58,7 @@ DESCENT_MIN_POINTS: int = 500
 #: it costs 1.2x the time: docs/performance.md "Exact curvature").
 SM_HESSIAN_MAX_DY: int = 32
 
-#: When a point asks for exact curvature (the optimiser's :func:`~fastsm._kernels.quasi_newton.wants_curvature`):
+#: When a point asks for exact curvature (the optimiser's :func:`~fastsm._kernels.curvature.wants_curvature`):
 #: ``(first, every, last)``: first at iteration ``max(first, ceil(dy / 2))`` — once BFGS alone has spent
 #: what a Hessian costs (dy/2 evaluations), so points that converge fast never pay for one (asked at
 #: iteration 3, the Hessian made the digits selection's leave-one-out alpha stage at dy = 32 1.9x

@@ -14,7 +14,7 @@ O(N^2) part, 2 dy triangular products per point (an evaluation has 4), run as GE
 same plan as the evaluations (:func:`~fastsm._kernels.gemm.run_products`), so a point's Hessian
 depends on its own data only.  The optimiser (:mod:`fastsm._kernels.optimize`) uses it to seed
 its quasi-Newton matrix where it is positive definite
-(:func:`~fastsm._kernels.quasi_newton.seed_inverse`).
+(:func:`~fastsm._kernels.curvature.seed_inverse`).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ systems, the KLIEP polish's Newton systems (:mod:`fastsm._kernels.kliep_polish`)
 reference form (:mod:`fastsm._kernels.cubic`): their bits depend on the matrix only, not on the
 BLAS or the CPU.  :func:`potrf_symmetric` (LAPACK) factorises the global models' matrices, orders
 above ``CHOLESKY_MAX_N``, and the optimiser's ``dy × dy`` Hessians
-(:func:`fastsm._kernels.quasi_newton.seed_inverse`), where an external call compiles in a fraction
+(:func:`fastsm._kernels.curvature.seed_inverse`), where an external call compiles in a fraction
 of the time of the loops."""
 
 from __future__ import annotations

@@ -5,14 +5,15 @@ evaluated together by :func:`~fastsm._kernels.objectives.evaluate_rows`; each ev
 to the point's optimiser step (:mod:`fastsm._kernels.quasi_newton`, O(d^2) per point and serial:
 negligible beside the O(N^2) evaluations, and a serial driver compiles in a third of the time of a
 parallel one).  SMTGP's exact Hessian (:func:`~fastsm._kernels.hessian.hessian_rows`) is the
-curvature hook: computed for the points that ask (:func:`~fastsm._kernels.quasi_newton.wants_curvature`)
-and handed to :func:`~fastsm._kernels.quasi_newton.seed_inverse`.
+curvature hook: computed for the points that ask (:func:`~fastsm._kernels.curvature.wants_curvature`)
+and handed to :func:`~fastsm._kernels.curvature.seed_inverse`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from fastsm._kernels.curvature import seed_inverse, wants_curvature
 from fastsm._kernels.hessian import hessian_rows
 from fastsm._kernels.objectives import Evaluations, Products, evaluate_rows, workspace
 from fastsm._kernels.quasi_newton import (
@@ -26,9 +27,7 @@ from fastsm._kernels.quasi_newton import (
     dot,
     new_iterates,
     next_iteration,
-    seed_inverse,
     start_step,
-    wants_curvature,
 )
 from fastsm.config import kernel
 

@@ -7,8 +7,8 @@ lower of it and an alternative, :class:`Start`), :func:`accepted` and :func:`acc
 tests, BFGS update, convergence test), :func:`backtrack_step` (the next, shorter trial) and
 :func:`next_iteration` (the next direction, capped at a trust radius ``max_step``: far from the
 data an objective can go flat, and an unbounded step can jump onto that plateau).  A driver with
-exact curvature seeds the BFGS matrix by :func:`seed_inverse` when :func:`wants_curvature` asks
-(schedule: :data:`fastsm.config.CURVATURE_SCHEDULE`).  Every step is O(d^2) per point.
+exact curvature seeds the BFGS matrix by :func:`fastsm._kernels.curvature.seed_inverse` when
+:func:`~fastsm._kernels.curvature.wants_curvature` asks (the hook, its own module).  Every step is O(d^2) per point.
 
 Stop rule (what ``converged`` means; :class:`Options`): an accepted full step moved every
 coordinate by at most ``xtol``; or the next quasi-Newton step (accurate gradient, curvature-scaled
@@ -27,9 +27,8 @@ from typing import NamedTuple
 import numpy as np
 
 from fastsm import config
-from fastsm._kernels.linalg import cholesky_solve, potrf_symmetric
 from fastsm._kernels.linesearch import approx_wolfe_accept_min, armijo_accept_min, backtrack
-from fastsm.config import CURVATURE_SCHEDULE, kernel
+from fastsm.config import kernel
 
 
 class StopRule(NamedTuple):
@@ -372,44 +371,3 @@ def accept(p, r, it, Yt, ft, Gt, opts, decreased):
             or gmax == 0.0:
         converged[p] = True
         active[p] = False
-
-
-@kernel(inline=True)
-def wants_curvature(p, it, opts):
-    """Point ``p`` just moved and asks for exact curvature there (``opts.hessian``), by
-    :data:`fastsm.config.CURVATURE_SCHEDULE` ``(first, every, last)``: first at iteration
-    ``max(first, ceil(d / 2))``, then every ``every`` iterations, ``last - first`` at most, until one
-    seeded its BFGS matrix."""
-    first0, every, last = CURVATURE_SCHEDULE
-    k = it.n_iter[p]
-    first = max(first0, (it.Y.shape[1] + 1) // 2)
-    return (opts.hessian and it.active[p] and k < opts.stop.max_iter and not it.h_exact[p]
-            and first <= k <= first + last - first0 and (k - first) % every == 0)
-
-
-@kernel()
-def seed_inverse(p, Hx, it):
-    """Point ``p``'s exact Hessian ``Hx`` arrived: its inverse becomes the BFGS matrix if it is finite and
-    positive definite (else nothing changes).  Factorised by LAPACK (:func:`~fastsm._kernels.linalg.potrf_symmetric`,
-    an external call: the loops of fastsm's own factorisation cost 1.4 s of the first SMTGP prediction's
-    compilation)."""
-    d = Hx.shape[0]
-    for c in range(d):
-        for e in range(d):
-            if not np.isfinite(Hx[c, e]):
-                return
-    L = np.empty((d, d))
-    for c in range(d):
-        for e in range(d):
-            L[c, e] = Hx[c, e]
-    if potrf_symmetric(L) != 0:
-        return
-    unit = np.zeros(d)
-    for c in range(d):  # H^-1 column by column
-        unit[c] = 1.0
-        col = cholesky_solve(L, unit)
-        unit[c] = 0.0
-        for i in range(d):
-            it.H[p, i, c] = col[i]
-    it.h_scaled[p] = True
-    it.h_exact[p] = True
