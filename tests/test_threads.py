@@ -13,7 +13,7 @@ from threadpoolctl import threadpool_info
 
 from fastsm import datasets, tgp
 from fastsm._interrupt import run_interruptible
-from fastsm._threads import threading_layer, worker_pool
+from fastsm._threads import chunk_bounds, run_chunks, threading_layer, worker_pool
 from tests.conftest import ROOT, run_python
 
 
@@ -357,3 +357,41 @@ def test_fork_beside_a_region_model_prediction_never_hangs():
     assert int(forks) == 25 and hung == "0" and bad == "0" and int(done) > 1, last[-1]
     for message in ("non-main thread", "Unable to join threads"):
         assert message not in out.stdout + out.stderr, out.stdout[-2000:] + out.stderr[-2000:]
+
+
+@pytest.mark.parametrize("n, parts", [(0, 2), (1, 4), (5, 2), (7, 3), (1000, 16)])
+def test_chunk_bounds_cover_the_range_in_near_equal_contiguous_parts(n, parts):
+    bounds = chunk_bounds(n, parts)
+    covered = [i for s, e in bounds for i in range(s, e)]
+    assert covered == list(range(n))
+    sizes = [e - s for s, e in bounds]
+    assert len(bounds) == min(parts, n) and (not sizes or max(sizes) - min(sizes) <= 1)
+
+
+def test_run_chunks_runs_every_chunk_on_its_own_thread_and_raises_a_chunks_error():
+    """``run_chunks``: each chunk once, offset by ``start``, one pool thread each; a chunk's exception
+    reaches the caller after every chunk has ended."""
+    seen, names = [], set()
+
+    def work(s, e):
+        seen.append((s, e))
+        names.add(threading.current_thread().name)
+        time.sleep(0.05)  # both chunks in flight at once
+
+    run_chunks(10, 2, work, start=100)
+    assert sorted(seen) == [(100, 105), (105, 110)]
+    assert len(names) == 2 and all(n.startswith("fastsm-chunk") for n in names)
+    ended = []
+
+    def failing(s, e):
+        time.sleep(0.05 if s else 0.0)
+        ended.append(s)
+        if s == 0:
+            raise ValueError("chunk 0")
+
+    with pytest.raises(ValueError, match="chunk 0"):
+        run_chunks(4, 2, failing)
+    assert sorted(ended) == [0, 2]
+    seen.clear()
+    run_chunks(3, 1, work)  # one thread: in this thread, one chunk
+    assert seen == [(0, 3)]
