@@ -339,7 +339,8 @@ def run_chunks(n: int, threads: int, work: Callable[[int, int], Any], start: int
 
     How the prediction kernels use threads: each runs in one thread, on its own points, and a
     point's result depends on its own data only, so the split changes no bit.  ``work`` writes its
-    chunk's results; an exception in any chunk is raised here once every chunk has ended.
+    chunk's results; an exception in a chunk is raised here once the chunks already running have
+    ended (those not started are cancelled).
     """
     bounds = [(start + s, start + e) for s, e in chunk_bounds(n, threads)]
     if len(bounds) <= 1:

@@ -370,20 +370,22 @@ def test_chunk_bounds_cover_the_range_in_near_equal_contiguous_parts(n, parts):
 
 def test_run_chunks_runs_every_chunk_on_its_own_thread_and_raises_a_chunks_error():
     """``run_chunks``: each chunk once, offset by ``start``, one pool thread each; a chunk's exception
-    reaches the caller after every chunk has ended."""
+    reaches the caller once the chunks already running have ended (those not started are cancelled)."""
     seen, names = [], set()
+    both = threading.Barrier(2)
 
     def work(s, e):
         seen.append((s, e))
         names.add(threading.current_thread().name)
-        time.sleep(0.05)  # both chunks in flight at once
+        both.wait(timeout=30)  # the two chunks are in flight at once, on two threads
 
     run_chunks(10, 2, work, start=100)
     assert sorted(seen) == [(100, 105), (105, 110)]
     assert len(names) == 2 and all(n.startswith("fastsm-chunk") for n in names)
-    ended = []
+    started, ended = [], []
 
     def failing(s, e):
+        started.append(s)
         time.sleep(0.05 if s else 0.0)
         ended.append(s)
         if s == 0:
@@ -391,7 +393,7 @@ def test_run_chunks_runs_every_chunk_on_its_own_thread_and_raises_a_chunks_error
 
     with pytest.raises(ValueError, match="chunk 0"):
         run_chunks(4, 2, failing)
-    assert sorted(ended) == [0, 2]
+    assert 0 in ended and sorted(ended) == sorted(started)  # nothing still running when it is raised
     seen.clear()
-    run_chunks(3, 1, work)  # one thread: in this thread, one chunk
-    assert seen == [(0, 3)]
+    run_chunks(3, 1, lambda s, e: seen.append((s, e, threading.current_thread().name)))  # one chunk: this thread
+    assert seen == [(0, 3, threading.current_thread().name)]
