@@ -59,6 +59,19 @@ def lower_part(At):
     return L
 
 
+def inverse_transposed(L: np.ndarray) -> np.ndarray:
+    """``(L^-1)^T`` of a lower-triangular ``L`` (only its lower triangle is read: symmetric storage
+    serves), C-contiguous, upper triangular: row ``h`` holds column ``h`` of ``W = L^-1``.  LAPACK's
+    ``dtrtri`` on a Fortran copy, whose C view is the transpose.  Call with BLAS limited to one thread."""
+    n = L.shape[0]
+    a = np.array(L, dtype=np.float64, order="F", copy=True)
+    nn, info = ctypes.c_int(n), ctypes.c_int(0)
+    _dtrtri(b"L", b"N", ctypes.byref(nn), a.ctypes.data_as(_dbl_p), ctypes.byref(nn), ctypes.byref(info))
+    if info.value != 0:
+        raise ValueError(f"the factor is singular (zero pivot at row {info.value})")
+    return np.triu(a.T)
+
+
 def triangular_inverse(L: np.ndarray) -> np.ndarray:
     """``W = L^-1`` of a lower-triangular ``L`` (only its lower triangle is read), C-contiguous with
     zeros above the diagonal: :func:`potrf_trtri`'s inversion of an existing factor (the inverse

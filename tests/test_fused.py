@@ -14,6 +14,7 @@ from fastsm.exceptions import ExtrapolationWarning
 from fastsm.tgp import prediction as P
 from fastsm.tgp.local_model import local_model
 from fastsm.tgp.options import PredictOptions
+from fastsm.tgp.views import leave_one_out
 
 PARAMS = tgp.TGPParams(gamma_x=0.5, gamma_y=2.0, lambda_x=1e-3, lambda_y=1e-2, alpha=0.6, beta=1.5)
 OPTS = dict(max_iter=config.DEFAULT_MAX_ITER, tol=config.DEFAULT_TOL, threads=1, trust_radius=0.25, batch_size=7,
@@ -94,25 +95,26 @@ def _supported_reference(model, X, Y0, method, held=None, spread=None):
     beta = 1.0 if method == "sm" else None
     Xo = X[out]
     ho = None if held is None else held[out]
-    F, eta_x, _, ex = P.prepare_points(model, Xo, method, ho)
+    loo = None if held is None else leave_one_out(model)
+    F, eta_x, _, ex = P.prepare_points(model, Xo, method, ho, loo)
     Kx = np.exp(-model.params.gamma_x * cdist(Xo, model.X, "sqeuclidean"))
     if ho is not None:
         Kx[np.arange(out.size), ho] = -1.0
     nearest = Y[np.argmax(Kx, axis=1)]
     f_lin, f_near, g = np.empty(out.size), np.empty(out.size), np.empty(nearest.shape)
-    P.evaluate(model, method, F, eta_x, Y0[out], f_lin, g, beta=beta, held=ho)
-    P.evaluate(model, method, F, eta_x, nearest, f_near, g, beta=beta, held=ho)
+    P.evaluate(model, method, F, eta_x, Y0[out], f_lin, g, beta=beta, held=ho, loo=loo)
+    P.evaluate(model, method, F, eta_x, nearest, f_near, g, beta=beta, held=ho, loo=loo)
     take = (f_near < f_lin) & ~ex
     Y0[out[take]] = nearest[take]
     return Y0, out.size
 
 
-@pytest.mark.parametrize("form", ["inverse", "cholesky"])
+@pytest.mark.parametrize("form", ["global", "local"])
 @pytest.mark.parametrize("method", ["kl", "sm"])
 def test_the_supported_start_kernel_matches_numpy(form, method):
     X, Xt, Y, _ = datasets.random_structured(2, n_train=60, n_test=30, dx=3, dy=2)
     p = PARAMS.resolve(X, Y, None)
-    model = tgp.fit(X, Y, p, methods=("kl", "sm")) if form == "inverse" else local_model(X, Y, p, ("kl", "sm"))
+    model = tgp.fit(X, Y, p, methods=("kl", "sm")) if form == "global" else local_model(X, Y, p, ("kl", "sm"))
     Y0 = P.linear_start(Xt, model.ridge_coef)
     np.testing.assert_allclose(Y0, np.c_[Xt, np.ones(len(Xt))] @ model.ridge_coef, rtol=1e-13, atol=1e-13)
     box = Y.max(axis=0) - Y.min(axis=0)
@@ -123,7 +125,8 @@ def test_the_supported_start_kernel_matches_numpy(form, method):
             Y0[::2] += 1.5 * box  # starts beyond the outputs' box, most of them replaced
             ref, moved = _supported_reference(model, Xq, Y0, method, held, spread)
             assert moved > 0 and (ref != Y0).any(axis=1).sum() >= 5  # the test reaches the replacement
-            got = P.supported_start(model, Xq, Y0, method, held, spread, threads=1)
+            loo = None if held is None else leave_one_out(model)
+            got = P.supported_start(model, Xq, Y0, method, held, spread, threads=1, loo=loo)
             np.testing.assert_array_equal(got, ref)
 
 

@@ -18,9 +18,8 @@ def kernel_hessian(model, X, Y, held=None):
     ``held``: the training point left out of each row's model (leave-one-out)."""
     m, dy = Y.shape
     n = model.n_train
-    if held is not None:
-        model = views.inverse_form(model)  # leave-one-out projects the inverse factors
-    F, eta_x, _, _ = api.prepare_points(model, X, "sm", held)
+    loo = None if held is None else views.leave_one_out(model)
+    F, eta_x, _, _ = api.prepare_points(model, X, "sm", held, loo)
     plan = views.products_plan(model, "sm")
     out = obj.Evaluations(np.empty(m), np.empty((m, dy)), np.empty(m), np.empty(m), np.zeros(m, dtype=np.int64))
     H = np.empty((m, dy, dy))
@@ -29,7 +28,7 @@ def kernel_hessian(model, X, Y, held=None):
         jprod = obj.Products(obj.workspace(m * dy, n, plan.heights[0]), plan)
         rows = np.arange(m)
         Y = np.ascontiguousarray(Y)
-        o = views.objective_view(model, "sm", 1.0)
+        o = views.objective_view(model, "sm", 1.0, loo)
         held = np.full(m, -1, dtype=np.int64) if held is None else held
         obj.evaluate_rows(o, obj.Points(F, eta_x, held), rows, Y, out, prod, None)
         hessian_rows(o, rows, Y, out, prod.work, H, jprod, held)

@@ -65,8 +65,8 @@ def hessian_rows(obj, rr, Yt, out, work, hess, jprod, held):
     for t in range(m * dy):  # O(N) a row beside the products' O(N^2): a parallel loop costs more to compile
         h = held[rr[t // dy]]
         if h >= 0:
-            project_out(jw[Z1_ROW, t], obj.W1, h)
-            project_out(jw[Z2_ROW, t], obj.W2, h)
+            project_out(jw[Z1_ROW, t], obj.V1, h)
+            project_out(jw[Z2_ROW, t], obj.V2, h)
     for q in range(m):
         r = rr[q]
         _assemble(obj, np.int64(q), r, Yt, work, jw, out, hess[q])

@@ -140,12 +140,14 @@ def knn_rows(loc, Xq, members, Y0, run, plan, stop, out):
             if not np.isfinite(y0).all():
                 continue
         Xr, Yr, Wx, Wy, Wxy = read_only(Xm), read_only(Ym), read_only(S[0]), read_only(S[1]), read_only(S[2])
-        fit = Fitted(Xr, Yr, read_only(coef), loc.gamma_x, 1.0 + loc.lambda_x, loc.floor, Wx, Wy, Wxy, spread)
+        none = read_only(np.empty((0, 0)))  # no leave-one-out projections
+        fit = Fitted(Xr, Yr, read_only(coef), loc.gamma_x, 1.0 + loc.lambda_x, loc.floor, Wx, Wy, Wxy, spread,
+                     none, none, none)
         Zt = np.ascontiguousarray(Ym.T)
         kl = Objective(KL, Yr, loc.gamma_y, 1.0 + loc.lambda_y, 1.0 + loc.lambda_x, loc.alpha, loc.beta, loc.floor,
-                       Wy, Wy, logdet[1], logdet[0], Zt)
+                       Wy, Wy, logdet[1], logdet[0], Zt, none, none)
         sm = Objective(SM, Yr, loc.gamma_y, 1.0 + loc.lambda_y, 1.0 + loc.lambda_x, loc.alpha, 1.0, loc.floor,
-                       Wy, Wxy, logdet[1], logdet[0], Zt)
+                       Wy, Wxy, logdet[1], logdet[0], Zt, none, none)
         Y, f, n_iter, n_eval, cv, hits, eta_y, eta_xy, eta_x, ex = predict_rows(fit, kl, sm, xq, y0, run, plan, stop)
         out.y[q] = Y[0]
         out.criterion[q] = f[0]

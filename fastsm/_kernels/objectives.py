@@ -63,6 +63,8 @@ class Objective(NamedTuple):
     logdet_y: float  # log |K_Y| (SM_CUBIC only)
     logdet_x: float  # log |K_X| (SM_CUBIC only)
     Zt: np.ndarray  # Z transposed, dy × N, C-ordered (every kernel row reads it)
+    V1: np.ndarray  # leave-one-out only (else 0 × 0): row h holds column h of W_Y = L_Y^-1 (project_out)
+    V2: np.ndarray  # the same of W_XY (SM); V1 otherwise
 
 
 class Points(NamedTuple):
@@ -91,15 +93,16 @@ class Products(NamedTuple):
 
 
 @kernel()
-def project_out(z, W, h):
-    """``z <- z - w (w . z) / (w . w)`` with ``w = W[:, h]``: ``W`` restricted to the model without
-    training point ``h`` (exact leave-one-out).
+def project_out(z, V, h):
+    """``z <- z - w (w . z) / (w . w)`` with ``w = W[:, h]`` (``V[h, h:]``, the leave-one-out
+    projections :func:`fastsm.tgp.views.leave_one_out`): ``W = L^-1`` restricted to the model
+    without training point ``h`` (exact leave-one-out).
 
     With ``A = K^-1 = W^T W`` the inverse of ``K`` without row and column ``h`` is
     ``A - a_h a_h^T / A_hh`` (entry ``h`` dropped), and ``a_h = W^T w``, ``A_hh = ||w||^2``; so
     ``K_{-h}^-1 k = W^T P W k`` and ``k^T K_{-h}^-1 k = ||P W k||^2`` with the projector ``P``
     onto the complement of ``w``, whatever ``k_h`` is (``P W e_h = P w = 0``).  ``w`` is zero above
-    row ``h``.  O(N - h).
+    row ``h`` (only ``V[h, h:]`` is read).  O(N - h).
 
     ``k_h`` is the true kernel value (#55): then ``W k`` is the full model's product, of norm at most
     ``sqrt(k(z, z))``, and ``eta' = eta + (w . W k)^2 / ||w||^2`` adds positive terms.  With
@@ -107,24 +110,25 @@ def project_out(z, W, h):
     = ``(K^-1)_hh``, up to ``1 / lambda``) that the projection cancelled: leave-one-out predictions on
     Toy 1 differed from refits by up to 3.8e-6 of the output spread (docs/accuracy.md).
     """
-    n = W.shape[0]
+    n = V.shape[1]
+    w = V[h]
     ww = 0.0
     wz = 0.0
     for j in range(h, n):
-        ww += W[j, h] * W[j, h]
-        wz += W[j, h] * z[j]
+        ww += w[j] * w[j]
+        wz += w[j] * z[j]
     c = wz / ww
     for j in range(h, n):
-        z[j] -= c * W[j, h]
+        z[j] -= c * w[j]
 
 
 @kernel()
-def project_rows(A, W, held):
+def project_rows(A, V, held):
     """:func:`project_out` of every row ``A[r]`` for its left-out training point ``held[r]`` (``-1``: none).
     Serial: O(N) a row beside the products' O(N^2), and a parallel loop costs more to compile."""
     for r in range(A.shape[0]):
         if held[r] >= 0:
-            project_out(A[r], W, held[r])
+            project_out(A[r], V, held[r])
 
 
 @kernel()
@@ -234,7 +238,7 @@ def _middle(obj, pts, r, idx, work, out):
     z = work[Z1_ROW, r]
     h = pts.held[p]
     if h >= 0:
-        project_out(z, obj.W1, h)
+        project_out(z, obj.V1, h)
     eta_y, hits = _floored(obj.kyy - dot_lanes(z, z), obj.floor)
     if h >= 0:
         work[K_ROW, r, h] = 0.0  # the value and gradient sums run over the N-1 remaining points
@@ -246,7 +250,7 @@ def _middle(obj, pts, r, idx, work, out):
         for j in range(zxy.shape[0]):
             zxy[j] = (1.0 - a) * g[j] + a * zxy[j]
         if h >= 0:
-            project_out(zxy, obj.W2, h)
+            project_out(zxy, obj.V2, h)
         eta_xy, hit2 = _floored((1.0 - a) * obj.kxx + a * obj.kyy - dot_lanes(zxy, zxy), obj.floor)
         hits += hit2
     out.eta_y[r] = eta_y
@@ -260,7 +264,7 @@ def _ikl_direction(obj, pts, r, idx, work, out):
     p = idx[r]
     s = work[R1_ROW, r]
     if pts.held[p] >= 0:
-        project_out(s, obj.W1, pts.held[p])
+        project_out(s, obj.V1, pts.held[p])
     g = pts.F[p]
     z = work[Z1_ROW, r]
     c = -2.0 * (np.log(out.eta_y[r]) - np.log(pts.eta_x[p]) + 1.0)

@@ -42,6 +42,9 @@ class Fitted(NamedTuple):
     Wy: np.ndarray
     Wxy: np.ndarray
     spread: float  # the output spread (tolerance and trust radius unit)
+    Vx: np.ndarray  # leave-one-out only (else 0 × 0): row h holds column h of W_X = L_X^-1
+    Vy: np.ndarray  # the same of W_Y
+    Vxy: np.ndarray  # the same of W_XY
 
 
 @kernel()
@@ -77,10 +80,10 @@ def tri_rows_of(A, M, forward, plan):
 
 
 @kernel(inline=True)
-def _forward(Kx, W, plan, held):
+def _forward(Kx, W, V, plan, held):
     Z = tri_rows_of(Kx, W, True, plan)
     if held.shape[0] > 0 and held.max() >= 0:
-        project_rows(Z, W, held)
+        project_rows(Z, V, held)
     return Z
 
 
@@ -90,7 +93,7 @@ def point_data(fit, Xb, method, plan, held):
     :mod:`fastsm._kernels.objectives`), ``g_xy = W_XY k_x`` (SMTGP's ``F``, and the certainty's).
 
     ``held`` (leave-one-out): the training point left out of each row's model; every forward product
-    is projected onto the ``N-1``-point model (:func:`~fastsm._kernels.objectives.project_out`, from
+    is projected onto the ``N-1``-point model (``fit``'s ``V`` arrays) (:func:`~fastsm._kernels.objectives.project_out`, from
     the full kernel row: the left-out entry's value drops out).  A point is extrapolated where every
     ``k(x, x_i) < config.EXTRAPOLATION_K`` over its model's points (NaN: not); ``nearest`` is its model's
     training point of the largest ``k(x, x_i)`` (the supported start's alternative,
@@ -115,14 +118,14 @@ def point_data(fit, Xb, method, plan, held):
             top = max(top, v)
         ex[r] = top < EXTRAPOLATION_K
         nearest[r] = _nearest(Kx[r], skip)
-    Hx = _forward(Kx, fit.Wx, plan, held)
+    Hx = _forward(Kx, fit.Wx, fit.Vx, plan, held)
     eta_x = np.empty(m)
     sumsq_rows(Hx, fit.kxx, fit.floor, eta_x)
-    Gxy = _forward(Kx, fit.Wxy, plan, held)
+    Gxy = _forward(Kx, fit.Wxy, fit.Vxy, plan, held)
     if method == KL:
         F = tri_rows_of(Hx, fit.Wx, False, plan)  # u_x = K_X^-1 k_x
     elif method == IKL:
-        F = _forward(Kx, fit.Wy, plan, held)
+        F = _forward(Kx, fit.Wy, fit.Vy, plan, held)
     elif method == SM:
         F = Gxy
     else:

@@ -8,9 +8,9 @@ loops; docs/accuracy.md: 13-80x more accurate than products with an explicit ``W
 ``lambda <= 1e-6``, as fast).  IKLTGP's ``u^T K_X u`` with ``u = K_Y^-1 k`` is
 ``||G^T W_Y k||^2`` with ``G = W_Y L_X = L_Y^-1 L_X``, lower triangular too, kept explicit.
 
-Leave-one-out predictions work on the *inverse form* (``W = L^-1`` explicit, :func:`factorize`
-with ``form="inverse"``, :func:`inverse_parts`): their projections are written for it.  Local
-models for IKLTGP or ``share="cluster"`` keep it too.
+Local models for IKLTGP or ``share="cluster"`` keep the *inverse form* (``W = L^-1`` explicit,
+:func:`factorize` with ``form="inverse"``).  Leave-one-out runs on the Cholesky form too: only its
+projections read columns of ``W`` (:func:`fastsm.tgp.views.leave_one_out`).
 
 Determinism: LAPACK's multi-threaded Cholesky changes its blocking with the
 thread count (measured: inverses differed by ~1e-7 between 1 and 2 OpenBLAS
@@ -312,8 +312,8 @@ def ikl_factor_cholesky(Sy: np.ndarray, Sx: np.ndarray) -> np.ndarray:
 def inverse_parts(model) -> dict:
     """The factors of a model in Cholesky form as the inverse form holds them: ``W = L^-1`` for
     ``Wx``, ``Wy``, ``Wxy`` (LAPACK's ``dtrtri`` or :func:`fastsm._kernels.triangular.tri_inverse`,
-    one BLAS thread), ``G`` unchanged.  O(N^3): what leave-one-out and the updates, written for
-    the inverse form, start from."""
+    one BLAS thread), ``G`` unchanged.  O(N^3); for comparisons of the two forms
+    (:func:`fastsm.tgp.views.inverse_form`)."""
     parts = {name: getattr(model, name) for name in ("G", "logdet_x", "logdet_y", "logdet_xy", "y_spread",
                                                       "ridge_coef")}
     with thread_limits(1):

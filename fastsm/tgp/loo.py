@@ -1,15 +1,17 @@
 """Exact leave-one-out predictions by projecting the stored factors (no refits).
 
 The model trained without training point ``i`` has the kernel matrices with row and column
-``i`` removed.  With ``A = K^-1 = W^T W`` (``W = L^-1``, the inverse form of the model's factor,
-:func:`fastsm.tgp.views.inverse_form`), ``w = W[:, i]`` and ``k`` the full kernel column::
+``i`` removed.  With ``A = K^-1 = W^T W`` (``W = L^-1``), ``w = W[:, i]`` and ``k`` the full kernel
+column::
 
     K_{-i}^-1 k_{-i} = (W^T P W k)_{-i},   k_{-i}^T K_{-i}^-1 k_{-i} = ||P W k||^2,
 
 with ``P`` the projector onto the complement of ``w`` (``P W e_i = 0``: entry ``i`` of ``k`` drops
 out; keeping its true value, not 0, avoids a cancellation, #55) — the batched triangular products of the
-full model plus an O(N) projection per point between them, for ``K_X``, ``K_Y``, ``K_XY`` and
-IKLTGP's ``G`` (:func:`fastsm._kernels.objectives.project_out`).  Leave-one-out of all
+full model (substitutions with ``L``, as its predictions run them) plus an O(N) projection per point
+between them, for ``K_X``, ``K_Y``, ``K_XY`` and IKLTGP's ``G``
+(:func:`fastsm._kernels.objectives.project_out`).  Only the projections read ``W``'s columns: LAPACK's
+``dtrtri`` forms them once per call (:func:`fastsm.tgp.views.leave_one_out`).  Leave-one-out of all
 ``N`` points therefore costs about one batch prediction of ``N`` points,
 O(N^3), instead of ``N`` refits, O(N^4).  The start (ridge regression), the
 output spread that scales the tolerance and trust radius, and the
@@ -39,7 +41,7 @@ from fastsm.tgp.prediction import (
     supported_start,
     warn_extrapolated,
 )
-from fastsm.tgp.views import inverse_form
+from fastsm.tgp.views import LeaveOneOut, leave_one_out
 
 LooMethod = Literal["sm", "kl", "ikl"]
 
@@ -111,17 +113,20 @@ def loo_ridge(model: TGPModel) -> np.ndarray:
 
 
 def loo_linear_start(model: TGPModel, method: str, ridge: np.ndarray | None = None,
-                     threads: int | None = None, rows: np.ndarray | None = None) -> np.ndarray:
+                     threads: int | None = None, rows: np.ndarray | None = None,
+                     loo: LeaveOneOut | None = None) -> np.ndarray:
     """``init="linear"`` of :func:`loo_predict`: each left-out set's ridge at its point, kept where supported.
 
     ``ridge`` is :func:`loo_ridge` of ``model`` if already computed: it depends on the training data and
     weights only, not on the kernels, so a search over kernels computes it once
     (:func:`fastsm.tgp.select`).  The rest (:func:`~fastsm.tgp.prediction.supported_start`) depends on
-    the model.  ``rows``: only those training points' starts (:func:`loo_predict`'s ``rows``).
+    the model.  ``rows``: only those training points' starts (:func:`loo_predict`'s ``rows``); ``loo``: the
+    model's :func:`~fastsm.tgp.views.leave_one_out` if already formed.
     """
     held = _rows(model, rows)
     full = loo_ridge(model) if ridge is None else ridge
-    return supported_start(model, model.X[held], full[held], method, held, loo_spread(model.Y)[held], threads=threads)
+    return supported_start(model, model.X[held], full[held], method, held, loo_spread(model.Y)[held], threads=threads,
+                           loo=leave_one_out(model) if loo is None else loo)
 
 
 def _rows(model: TGPModel, rows) -> np.ndarray:
@@ -205,7 +210,6 @@ def loo_predict(
     True
     """
     model = check_model(model)
-    model = inverse_form(model)
     check_choice("method", method, ("sm", "kl", "ikl"))
     opts = PredictOptions(method=method, init=init, max_iter=max_iter, tol=tol, ftol=ftol, trust_radius=trust_radius,
                           optimizer=optimizer, batch_size=batch_size, threads=threads)
@@ -214,9 +218,10 @@ def loo_predict(
 
 
 def loo_points(model: TGPModel, held: np.ndarray, opts: PredictOptions, certainty: bool = True,
-               what: str = "one start per row") -> Prediction:
-    """:func:`loo_predict` of the training points ``held`` of ``model`` (in inverse form) with validated
-    options; ``what`` names the starts ``opts.init`` must give (its error message)."""
+               what: str = "one start per row", loo: LeaveOneOut | None = None) -> Prediction:
+    """:func:`loo_predict` of the training points ``held`` of ``model`` with validated options; ``what``
+    names the starts ``opts.init`` must give (its error message); ``loo``: the model's
+    :func:`~fastsm.tgp.views.leave_one_out` if already formed."""
     method = opts.method
     if method == "ikl" and model.G is None:
         raise ValueError("this model was fitted without 'ikl' in methods; refit with methods including 'ikl'")
@@ -225,11 +230,12 @@ def loo_points(model: TGPModel, held: np.ndarray, opts: PredictOptions, certaint
     n, dy = held.size, model.Y.shape[1]
     spread = loo_spread(model.Y)[held]
     Xh = model.X[held]
+    lv = leave_one_out(model) if loo is None else loo
     Y0 = start(opts.init, method, (n, dy), what,
                linear=lambda: loo_ridge(model)[held],
-               kl=lambda: loo_points(model, held, kl_start_options(opts), certainty=False).y)
-    res = optimize_points(model, Y0, lambda s, e: prepare_batch(model, Xh[s:e], method, held[s:e]), held, spread,
-                          opts, certainty=certainty)
+               kl=lambda: loo_points(model, held, kl_start_options(opts), certainty=False, loo=lv).y)
+    res = optimize_points(model, Y0, lambda s, e: prepare_batch(model, Xh[s:e], method, held[s:e], lv), held, spread,
+                          opts, certainty=certainty, loo=lv)
     warn_extrapolated(res.extrapolated, n)
     return res
 

@@ -33,6 +33,7 @@ from fastsm.tgp.model import Prediction, TGPModel
 from fastsm.tgp.options import PredictOptions
 from fastsm.tgp.views import (
     METHOD_CODE,
+    LeaveOneOut,
     cubic_factors,
     fitted,
     objective_view,
@@ -42,30 +43,38 @@ from fastsm.tgp.views import (
 Method = Literal["sm", "kl", "ikl", "sm_cubic"]
 
 
-def prepare_points(model: TGPModel, Xb: np.ndarray, method: str, held: np.ndarray | None = None):
+def prepare_points(model: TGPModel, Xb: np.ndarray, method: str, held: np.ndarray | None = None,
+                   loo: LeaveOneOut | None = None):
     """Per-point data that depends on x only (docs/math.md §2; the table of :mod:`fastsm._kernels.objectives`).
 
     Returns ``F, eta_x, g_xy, extrapolated`` with ``g_xy = W_XY k_x`` (SMTGP's ``F``, and the
     certainty's); :func:`fastsm._kernels.points.point_data`, in this thread.
     ``held`` (leave-one-out): the training point left out of each row's model; every forward
-    product is projected onto the ``N-1``-point model (:func:`~fastsm._kernels.objectives.project_out`).
+    product is projected onto the ``N-1``-point model (:func:`~fastsm._kernels.objectives.project_out`)
+    with ``loo``, the model's :func:`~fastsm.tgp.views.leave_one_out`.
     """
-    return prepare_batch(model, Xb, method, held)[:4]
+    return prepare_batch(model, Xb, method, held, loo)[:4]
 
 
-def prepare_batch(model: TGPModel, Xb: np.ndarray, method: str, held: np.ndarray | None = None):
+def prepare_batch(model: TGPModel, Xb: np.ndarray, method: str, held: np.ndarray | None = None,
+                  loo: LeaveOneOut | None = None):
     """:func:`prepare_points` and, fifth, each point's nearest training input (the supported start's
     alternative)."""
-    return point_data(fitted(model), np.ascontiguousarray(Xb, dtype=np.float64), METHOD_CODE[method],
-                      products_plan(model), held_rows(held, Xb.shape[0]))
+    return point_data(fitted(model, loo), np.ascontiguousarray(Xb, dtype=np.float64), METHOD_CODE[method],
+                      products_plan(model), held_rows(held, Xb.shape[0], loo))
 
 
-def held_rows(held: np.ndarray | None, n: int) -> np.ndarray:
+def held_rows(held: np.ndarray | None, n: int, loo: LeaveOneOut | None = None) -> np.ndarray:
     """The kernels' ``held`` of ``n`` rows: each row's left-out training point (leave-one-out), ``-1``
-    for none (``held=None``).  Always an int64 array: one compiled kernel for both."""
+    for none (``held=None``).  Always an int64 array: one compiled kernel for both.  Left-out points
+    need the model's projections ``loo`` (:func:`~fastsm.tgp.views.leave_one_out`)."""
     if held is None:
         return np.full(n, -1, dtype=np.int64)
-    return np.ascontiguousarray(held, dtype=np.int64)
+    out = np.ascontiguousarray(held, dtype=np.int64)
+    if loo is None and out.size and out.max() >= 0:
+        raise ValueError("left-out training points (held) need the model's projections: "
+                         "loo=fastsm.tgp.views.leave_one_out(model)")
+    return out
 
 
 def batch_ranges(n: int, batch_size: int):
@@ -95,7 +104,7 @@ def linear_start(X: np.ndarray, coef: np.ndarray) -> np.ndarray:
 
 def supported_start(model: TGPModel, X: np.ndarray, Y0: np.ndarray, method: str,
                     held: np.ndarray | None = None, spread: np.ndarray | None = None,
-                    threads: int | None = None) -> np.ndarray:
+                    threads: int | None = None, loo: LeaveOneOut | None = None) -> np.ndarray:
     """The ridge start ``Y0``, or, where it leaves the training outputs' bounding box, the output of the
     nearest training input if the objective is lower there.
 
@@ -104,8 +113,8 @@ def supported_start(model: TGPModel, X: np.ndarray, Y0: np.ndarray, method: str,
     ``max k(x, x_i) = 0.999`` started at 3.9 for outputs in [-1.1, 1.1] and stayed there).  Rows are
     independent; extrapolated inputs (no kernel support) keep the ridge start.  ``held``
     (leave-one-out): each row's left-out training point, excluded from its bounds, its nearest
-    input and its objective; ``spread``: each row's model's output spread (default ``model.y_spread``).
-    Runs on ``threads`` Numba threads.
+    input and its objective (``loo``: the model's :func:`~fastsm.tgp.views.leave_one_out`); ``spread``:
+    each row's model's output spread (default ``model.y_spread``).  Runs on ``threads`` threads.
 
     Predictions choose it inside their optimisation (:func:`optimize_points` with ``supported``:
     :func:`fastsm._kernels.points.supported_alternatives` and the first round of
@@ -118,12 +127,12 @@ def supported_start(model: TGPModel, X: np.ndarray, Y0: np.ndarray, method: str,
         return Y0
     unit = np.full(n, model.y_spread) if spread is None else np.ascontiguousarray(spread, dtype=np.float64)
     beta = 1.0 if method == "sm" else model.params.beta
-    hb = held_rows(held, n)
-    objective, fit, plan = objective_view(model, method, beta), fitted(model), products_plan(model, method)
+    hb = held_rows(held, n, loo)
+    objective, fit, plan = objective_view(model, method, beta, loo), fitted(model, loo), products_plan(model, method)
     out = np.empty_like(Y0)
 
     def chunk(s: int, e: int) -> None:
-        F, eta_x, _, ex, nearest = prepare_batch(model, X[s:e], method, hb[s:e])
+        F, eta_x, _, ex, nearest = prepare_batch(model, X[s:e], method, hb[s:e], loo)
         start = supported_alternatives(fit.Y, Y0[s:e], nearest, ex, hb[s:e], unit[s:e])
         opts = Options(stop_rule(0, unit[s:e], 0.0), unit[s:e], True, config.DEFAULT_WINDOW, False)
         out[s:e] = minimize_batch(objective, obj.Points(F, eta_x, hb[s:e]), start, opts,
@@ -215,13 +224,14 @@ def warn_extrapolated(ex: np.ndarray, n: int, local: bool = False) -> None:
 
 
 def optimize_points(model: TGPModel, Y0: np.ndarray, point_data, held, spread: np.ndarray, opts: PredictOptions, *,
-                    bar: Progress | None = None, certainty: bool = True) -> Prediction:
+                    bar: Progress | None = None, certainty: bool = True,
+                    loo: LeaveOneOut | None = None) -> Prediction:
     """The batched minimisation shared by :func:`predict` and the leave-one-out predictions, as ``opts``
     asks (its ``progress`` is the caller's to show: ``bar`` is stepped per batch).
 
     ``point_data(s, e)`` returns ``F, eta_x, g_xy, extrapolated`` of points
     ``s:e`` and their nearest training inputs (:func:`prepare_batch`); ``held`` is ``None`` or the
-    left-out training index per point; where ``opts.init`` asks for the ridge start (:func:`is_supported`)
+    left-out training index per point (``loo``: the model's :func:`~fastsm.tgp.views.leave_one_out`); where ``opts.init`` asks for the ridge start (:func:`is_supported`)
     ``Y0`` is that start, replaced where :func:`supported_start` would replace it (the choice is the
     optimisation's first round); ``spread`` the output spread of each point's model (tolerance and trust
     radius unit).  Without ``certainty`` KLTGP and IKLTGP skip the SM evaluation that forms it
@@ -238,8 +248,8 @@ def optimize_points(model: TGPModel, Y0: np.ndarray, point_data, held, spread: n
         "ev": np.empty(n, dtype=np.int64), "cv": np.empty(n, dtype=bool), "h": np.empty(n, dtype=np.int64),
         "lc": np.empty(n), "ex": np.empty(n, dtype=bool),
     }
-    objective = objective_view(model, method, beta)
-    fit = fitted(model)
+    objective = objective_view(model, method, beta, loo)
+    fit = fitted(model, loo)
     cubic = cubic_factors(model, method)
     hessian = opts.bfgs and method == "sm" and dy <= config.SM_HESSIAN_MAX_DY
     xtol = np.ascontiguousarray(opts.tol * spread)
@@ -250,7 +260,7 @@ def optimize_points(model: TGPModel, Y0: np.ndarray, point_data, held, spread: n
 
     def chunk(s: int, e: int, stop: np.ndarray) -> None:
         F, eta_x, Gxy, ex, nearest = point_data(s, e)
-        hb = held_rows(None if held is None else held[s:e], e - s)
+        hb = held_rows(None if held is None else held[s:e], e - s, loo)
         run = Options(stop_rule(opts.max_iter, xtol[s:e], opts.ftol), max_step[s:e], opts.bfgs, config.DEFAULT_WINDOW,
                       hessian)
         first = (supported_alternatives(fit.Y, Y0[s:e], nearest, ex, hb, spread[s:e]) if supported
@@ -262,7 +272,7 @@ def optimize_points(model: TGPModel, Y0: np.ndarray, point_data, held, spread: n
         if method == "sm":  # the last accepted evaluation already holds eta_y and eta_xy
             out["lc"][s:e] = certainty_from(p.alpha, eta_x, ey, exy)
         elif certainty:
-            out["lc"][s:e] = log_certainty_at(model, Yb, eta_x, Gxy, held=hb)
+            out["lc"][s:e] = log_certainty_at(model, Yb, eta_x, Gxy, held=hb, loo=loo)
         else:
             out["lc"][s:e] = np.nan
 
@@ -283,26 +293,29 @@ def optimize_points(model: TGPModel, Y0: np.ndarray, point_data, held, spread: n
                       extrapolated=ex, method=method)
 
 
-def evaluate(model: TGPModel, method: str, F, eta_x, Yb, val, grad, *, beta: float | None = None, held=None):
+def evaluate(model: TGPModel, method: str, F, eta_x, Yb, val, grad, *, beta: float | None = None, held=None,
+             loo: LeaveOneOut | None = None):
     """Kernel call of one batch, in this thread (also used by the benchmarks); returns ``(eta_y, eta_xy)``.
 
     ``F``, ``eta_x``: :func:`prepare_points`'s for ``method``; ``held``: left-out training index per
-    row (leave-one-out), or ``None``.
+    row (leave-one-out, with ``loo``, the model's :func:`~fastsm.tgp.views.leave_one_out`), or ``None``.
     """
     m = Yb.shape[0]
     plan = products_plan(model, method)
     out = obj.Evaluations(val, grad, np.empty(m), np.empty(m), np.zeros(m, dtype=np.int64))
-    obj.evaluate_rows(objective_view(model, method, model.params.beta if beta is None else beta),
-                      obj.Points(F, eta_x, held_rows(held, m)), np.arange(m), np.ascontiguousarray(Yb), out,
+    obj.evaluate_rows(objective_view(model, method, model.params.beta if beta is None else beta, loo),
+                      obj.Points(F, eta_x, held_rows(held, m, loo)), np.arange(m), np.ascontiguousarray(Yb), out,
                       obj.Products(obj.workspace(m, model.n_train, plan.heights[0]), plan),
                       cubic_factors(model, method))
     return out.eta_y, out.eta_xy
 
 
-def log_certainty_at(model: TGPModel, Yb: np.ndarray, eta_x, Gxy, *, held=None) -> np.ndarray:
+def log_certainty_at(model: TGPModel, Yb: np.ndarray, eta_x, Gxy, *, held=None,
+                     loo: LeaveOneOut | None = None) -> np.ndarray:
     """``(1-a) log eta_x + a log eta_y - log eta_xy`` from one SM evaluation (floored etas)."""
     m = Yb.shape[0]
-    eta_y, eta_xy = evaluate(model, "sm", Gxy, eta_x, Yb, np.empty(m), np.empty(Yb.shape), beta=1.0, held=held)
+    eta_y, eta_xy = evaluate(model, "sm", Gxy, eta_x, Yb, np.empty(m), np.empty(Yb.shape), beta=1.0, held=held,
+                             loo=loo)
     return certainty_from(model.params.alpha, eta_x, eta_y, eta_xy)
 
 

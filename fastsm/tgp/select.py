@@ -58,7 +58,6 @@ from fastsm.tgp.search import (
 )
 from fastsm.tgp.selection import Selection
 from fastsm.tgp.update import with_alpha
-from fastsm.tgp.views import inverse_form
 
 
 def select(
@@ -223,9 +222,7 @@ def select(
         per_alpha: dict[float | str, list] = {a: [] for a in a_list} | ({"kl": []} if kl_row else {})
         for fold in ([None] if folds is None else folds):
             if fold is None:
-                # leave-one-out projects inverse factors: inverted once per kernel setting, not per alpha
-                model0 = inverse_form(fit(X, Y, base, methods=_fit_methods(scored), threads=threads,
-                                          sample_weight=w))
+                model0 = fit(X, Y, base, methods=_fit_methods(scored), threads=threads, sample_weight=w)
                 # fit leaves out zero-weight points; their validation weight is zero too
                 kept = slice(None) if w is None else informative(w, base)
                 Yv, wv = Y[kept], None if w is None else w[kept]

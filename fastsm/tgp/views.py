@@ -6,12 +6,16 @@ tiles).  The model itself holds data only; what a prediction derives from it is 
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from fastsm import config
 from fastsm._kernels import objectives as obj
 from fastsm._kernels.gemm import TilePlan
 from fastsm._kernels.points import Fitted
+from fastsm._lapack import inverse_transposed
+from fastsm._threads import thread_limits
 from fastsm._products import ROW_PLAN, ROW_SOLVE_PLAN, product_factor, tile_plan
 from fastsm.tgp.fitting import inverse_parts
 from fastsm.tgp.model import TGPModel, TGPParams
@@ -21,12 +25,39 @@ METHOD_CODE = {"kl": obj.KL, "ikl": obj.IKL, "sm": obj.SM, "sm_cubic": obj.SM_CU
 
 def inverse_form(model: TGPModel) -> TGPModel:
     """``model`` in inverse form (``W = L^-1`` explicit): itself, or for a model in Cholesky form a
-    twin whose factors are inverted once (O(N^3), :func:`fastsm.tgp.fitting.inverse_parts`).
-    Leave-one-out's projections and the updates' rotations are written for the inverse form."""
+    twin whose factors are inverted once (O(N^3), :func:`fastsm.tgp.fitting.inverse_parts`): the form
+    every fit had before #55, kept for comparisons (the tests, ``python -m fastsm bench``'s per-point
+    baseline)."""
     if model.factor_form == "inverse":
         return model
     return TGPModel._from_parts(model.X, model.Y, model.params, model.methods, inverse_parts(model),
                                 model.sample_weight, copy=False)
+
+class LeaveOneOut(NamedTuple):
+    """What leave-one-out projects a model's products with (:func:`fastsm._kernels.objectives.project_out`):
+    per factor ``V = W^T``, ``W = L^-1`` (row ``h`` is column ``h`` of ``W``, upper triangular)."""
+
+    Vx: np.ndarray
+    Vy: np.ndarray
+    Vxy: np.ndarray
+
+
+def leave_one_out(model: TGPModel) -> LeaveOneOut:
+    """``model``'s :class:`LeaveOneOut` projections, read-only: for a model in Cholesky form by LAPACK's
+    ``dtrtri`` on its factors (three O(N^3 / 3) inversions on one BLAS thread; the products themselves
+    stay substitutions with ``L``), for one in inverse form ``W`` transposed."""
+    if model.factor_form == "cholesky":
+        with thread_limits(1):
+            V = [inverse_transposed(getattr(model, name)) for name in ("Wx", "Wy", "Wxy")]
+    else:
+        V = [np.ascontiguousarray(getattr(model, name).T) for name in ("Wx", "Wy", "Wxy")]
+    return LeaveOneOut(*(read_only(v) for v in V))
+
+
+def _no_projections() -> np.ndarray:
+    """The kernels' ``V`` arrays of a prediction without leave-one-out: empty, the same array type."""
+    return read_only(np.empty((0, 0)))
+
 
 def eta_floor(p: TGPParams) -> float:
     """The floor of the etas for parameters ``p`` (``config.ETA_FLOOR_REL`` relative to ``k(z, z)``)."""
@@ -79,13 +110,15 @@ def read_only(a: np.ndarray) -> np.ndarray:
     return v
 
 
-def fitted(model: TGPModel) -> Fitted:
-    """``model``'s arrays as the point kernels read them (:class:`~fastsm._kernels.points.Fitted`), read-only."""
+def fitted(model: TGPModel, loo: LeaveOneOut | None = None) -> Fitted:
+    """``model``'s arrays as the point kernels read them (:class:`~fastsm._kernels.points.Fitted`), read-only;
+    ``loo``: its leave-one-out projections (:func:`leave_one_out`), for predictions with left-out points."""
     p = model.params
     f = product_factors(model)
+    V = (_no_projections(),) * 3 if loo is None else (loo.Vx, loo.Vy, loo.Vxy)
     return Fitted(read_only(model.X), read_only(model.Y), read_only(model.ridge_coef), float(p.gamma_x),
                   1.0 + p.lambda_x, eta_floor(model.params), read_only(f["Wx"]), read_only(f["Wy"]),
-                  read_only(f["Wxy"]), float(model.y_spread))
+                  read_only(f["Wxy"]), float(model.y_spread), *V)
 
 
 def model_factors(model: TGPModel, method: str) -> tuple[np.ndarray, np.ndarray]:
@@ -106,10 +139,16 @@ def cubic_factors(model: TGPModel, method: str):
     return np.ascontiguousarray(model.Kx_inv), np.ascontiguousarray(model.Ky_inv)
 
 
-def objective_view(model: TGPModel, method: str, beta: float) -> obj.Objective:
-    """The kernels' view of ``model`` for ``method`` (``beta = 1``: the beta-free SM transform)."""
+def objective_view(model: TGPModel, method: str, beta: float, loo: LeaveOneOut | None = None) -> obj.Objective:
+    """The kernels' view of ``model`` for ``method`` (``beta = 1``: the beta-free SM transform); ``loo``: its
+    leave-one-out projections (:func:`leave_one_out`), for evaluations with left-out points."""
     p = model.params
     W1, W2 = model_factors(model, method)
+    if loo is None:
+        V1 = V2 = _no_projections()
+    else:
+        V1, V2 = loo.Vy, loo.Vxy if method == "sm" else loo.Vy
     return obj.Objective(METHOD_CODE[method], read_only(model.Y), p.widths()[1], 1.0 + p.lambda_y, 1.0 + p.lambda_x,
                          p.alpha, float(beta), eta_floor(model.params), read_only(W1), read_only(W2),
-                         float(model.logdet_y), float(model.logdet_x), read_only(np.ascontiguousarray(model.Y.T)))
+                         float(model.logdet_y), float(model.logdet_x), read_only(np.ascontiguousarray(model.Y.T)),
+                         V1, V2)
