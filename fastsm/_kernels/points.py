@@ -93,8 +93,9 @@ def point_data(fit, Xb, method, plan, held):
     :mod:`fastsm._kernels.objectives`), ``g_xy = W_XY k_x`` (SMTGP's ``F``, and the certainty's).
 
     ``held`` (leave-one-out): the training point left out of each row's model; every forward product
-    is projected onto the ``N-1``-point model (``fit``'s ``V`` arrays) (:func:`~fastsm._kernels.objectives.project_out`, from
-    the full kernel row: the left-out entry's value drops out).  A point is extrapolated where every
+    is projected onto the ``N-1``-point model with ``fit``'s ``V`` arrays
+    (:func:`~fastsm._kernels.objectives.project_out`, from the full kernel row: the left-out entry's
+    value drops out).  A point is extrapolated where every
     ``k(x, x_i) < config.EXTRAPOLATION_K`` over its model's points (NaN: not); ``nearest`` is its model's
     training point of the largest ``k(x, x_i)`` (the supported start's alternative,
     :func:`supported_alternatives`).

@@ -231,11 +231,11 @@ def optimize_points(model: TGPModel, Y0: np.ndarray, point_data, held, spread: n
 
     ``point_data(s, e)`` returns ``F, eta_x, g_xy, extrapolated`` of points
     ``s:e`` and their nearest training inputs (:func:`prepare_batch`); ``held`` is ``None`` or the
-    left-out training index per point (``loo``: the model's :func:`~fastsm.tgp.views.leave_one_out`); where ``opts.init`` asks for the ridge start (:func:`is_supported`)
-    ``Y0`` is that start, replaced where :func:`supported_start` would replace it (the choice is the
-    optimisation's first round); ``spread`` the output spread of each point's model (tolerance and trust
-    radius unit).  Without ``certainty`` KLTGP and IKLTGP skip the SM evaluation that forms it
-    (``log_certainty`` NaN).
+    left-out training index per point (``loo``: the model's :func:`~fastsm.tgp.views.leave_one_out`);
+    where ``opts.init`` asks for the ridge start (:func:`is_supported`) ``Y0`` is that start, replaced
+    where :func:`supported_start` would replace it (the choice is the optimisation's first round);
+    ``spread`` the output spread of each point's model (tolerance and trust radius unit).  Without
+    ``certainty`` KLTGP and IKLTGP skip the SM evaluation that forms it (``log_certainty`` NaN).
     """
     n, dy = Y0.shape
     p = model.params

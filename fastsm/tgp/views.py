@@ -15,8 +15,8 @@ from fastsm._kernels import objectives as obj
 from fastsm._kernels.gemm import TilePlan
 from fastsm._kernels.points import Fitted
 from fastsm._lapack import inverse_transposed
-from fastsm._threads import thread_limits
 from fastsm._products import ROW_PLAN, ROW_SOLVE_PLAN, product_factor, tile_plan
+from fastsm._threads import thread_limits
 from fastsm.tgp.fitting import inverse_parts
 from fastsm.tgp.model import TGPModel, TGPParams
 
