@@ -17,7 +17,7 @@ from fastsm._kernels.gemm import TilePlan, padded_rows
 from fastsm._products import ROW_PLAN, ROW_SOLVE_PLAN, Probe, choose, tile_plan, tri
 from fastsm._threads import thread_limits
 from fastsm.tgp.local_model import local_model
-from fastsm.tgp.views import products_plan, use_row_products
+from fastsm.tgp.views import products_plan, with_row_products
 
 pytestmark = pytest.mark.determinism
 
@@ -32,7 +32,7 @@ def problem(request):
     X, Xt, Y, _ = datasets.random_structured(3, n_train=450, n_test=90, dx=4, dy=3)
     model = tgp.fit(X, Y, PARAMS)
     if request.param == "rows":
-        use_row_products(model)
+        model = with_row_products(model)
     if request.param == "cholesky":
         model = local_model(model.X, model.Y, model.params, ("kl", "sm"))
         assert model.factor_form == "cholesky" and products_plan(model).solve

@@ -10,7 +10,7 @@ from fastsm import datasets, tgp
 from fastsm.tgp import regions
 from fastsm.tgp.local import LocalTGPModel
 from fastsm.tgp.local_model import LOCAL_METHODS, local_model
-from fastsm.tgp.views import use_row_products
+from fastsm.tgp.views import with_row_products
 from tests.conftest import MANIFOLD_PARAMS
 
 PARAMS = tgp.TGPParams(gamma_x=0.5, gamma_y=2.0, lambda_x=1e-2, lambda_y=1e-2, alpha=0.6, beta=1.5)
@@ -116,17 +116,21 @@ def test_fit_local_rejects_bad_input(data):
 def test_row_products_and_their_factor_storage_stay_in_the_process(data):
     """A local model's row-loop flag and symmetric factor storage are not pickled (a global model's
     products are the default elsewhere), and the storage reads as the factor: lower triangle ``G``,
-    upper triangle ``G^T`` (the Cholesky factors of a model in Cholesky form are stored so already)."""
+    upper triangle ``G^T`` (the Cholesky factors of a model in Cholesky form are stored so already).
+    The row-products twin shares the model's arrays; the model itself is unchanged."""
     import pickle
 
     from fastsm.tgp.views import product_factors, products_plan
 
     X, Xt, Y, _ = data
-    model = tgp.fit(X[:40], Y[:40], PARAMS)
-    size = len(pickle.dumps(model))
-    assert not products_plan(model).rows
-    use_row_products(model)
-    tgp.predict(model, Xt[:3], method="sm")
+    plain = tgp.fit(X[:40], Y[:40], PARAMS)
+    size = len(pickle.dumps(plain))
+    assert not products_plan(plain).rows
+    model = with_row_products(plain)
+    assert with_row_products(model) is model and not products_plan(plain).rows
+    assert all(getattr(model, name) is getattr(plain, name) for name in ("X", "Y", "Wx", "Wy", "Wxy", "G"))
+    np.testing.assert_allclose(tgp.predict(model, Xt[:3], method="sm").y, tgp.predict(plain, Xt[:3], method="sm").y,
+                               rtol=0, atol=1e-8)
     assert products_plan(model).rows
     stored = product_factors(model)
     assert model.factor_form == "cholesky" and stored["Wxy"] is model.Wxy

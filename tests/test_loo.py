@@ -212,3 +212,39 @@ def test_loo_on_two_points_equals_the_refit():
             m = tgp.fit(X[[1 - i]], Y[[1 - i]], MANIFOLD_PARAMS, methods=("kl",))
             ref = tgp.predict(m, X[[i]], method="kl")
             np.testing.assert_allclose(loo.y[i], ref.y[0], rtol=0, atol=1e-10)
+
+
+def test_projections_are_the_columns_of_the_inverse_factors(data):
+    """``views.leave_one_out``: row ``h`` of each ``V`` is column ``h`` of ``W = L^-1`` (upper triangle; SciPy's
+    triangular solve as the reference), in parallel as in series; ``shared`` (a ``with_alpha`` model) keeps
+    ``Vx`` and ``Vy`` and forms ``Vxy`` as a fresh call does; passing them to ``loo_predict`` changes no bit."""
+    from scipy.linalg import solve_triangular
+
+    from fastsm.tgp import views
+
+    X, Y = data
+    model = tgp.fit(X, Y, PARAMS)
+    lv = views.leave_one_out(model)
+    for name, V in zip(("Wx", "Wy", "Wxy"), lv, strict=True):
+        W = solve_triangular(np.tril(getattr(model, name)), np.eye(len(X)), lower=True)
+        np.testing.assert_allclose(V, np.triu(W.T), rtol=0, atol=1e-12 * np.abs(W).max(), err_msg=name)
+        assert not V.flags.writeable and V.flags.c_contiguous
+    for a, b in zip(views.leave_one_out(model, threads=1), lv, strict=True):
+        np.testing.assert_array_equal(a, b)
+    moved = tgp.with_alpha(model, 0.3)
+    both = views.leave_one_out(moved, shared=lv)
+    assert both.Vx is lv.Vx and both.Vy is lv.Vy
+    np.testing.assert_array_equal(both.Vxy, views.leave_one_out(moved).Vxy)
+    rows = [3, 40]
+    np.testing.assert_array_equal(tgp.loo_predict(moved, rows=rows, projections=both).y,
+                                  tgp.loo_predict(moved, rows=rows).y)
+
+
+def test_left_out_points_need_the_projections(data):
+    """The kernels read the projections of every left-out point: without them a clear error, not garbage."""
+    from fastsm.tgp import prediction
+
+    X, Y = data
+    model = tgp.fit(X, Y, PARAMS)
+    with pytest.raises(ValueError, match="leave_one_out"):
+        prediction.prepare_points(model, X[:2], "sm", np.array([0, 1]))

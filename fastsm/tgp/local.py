@@ -71,7 +71,7 @@ from fastsm.tgp.prediction import (
     sm_value,
     warn_extrapolated,
 )
-from fastsm.tgp.views import eta_floor, use_row_products
+from fastsm.tgp.views import eta_floor, with_row_products
 
 
 def fit_local(X: ArrayLike, Y: ArrayLike, params: TGPParams | None = None, *, n_neighbors: int = 800,
@@ -231,8 +231,8 @@ def predict_local(model: LocalTGPModel, X, opts: PredictOptions) -> Prediction:
             sub = fit_members(model, members, methods)
         if stop_requested():
             return 0
-        if model.share != "cluster":  # a region model from the cache: the flag is not packed
-            use_row_products(sub)
+        if model.share != "cluster":  # a region model from the cache: the row-loop choice is not packed
+            sub = with_row_products(sub)
         with quiet():  # counted and reported once below
             p = predict_global(sub, X[rows], group_opts if Y0 is None else
                                dataclasses.replace(group_opts, init=Y0[rows]))

@@ -16,7 +16,7 @@ from fastsm._validation import check_choice, check_int
 from fastsm.tgp import regions as _regions
 from fastsm.tgp.fitting import cholesky_form, factorize, factorize_cholesky
 from fastsm.tgp.model import TGPModel, TGPParams, check_inputs
-from fastsm.tgp.views import use_row_products
+from fastsm.tgp.views import with_row_products
 
 SHARES = ("exact", "none", "cluster", "region")
 
@@ -190,9 +190,7 @@ def local_model(X: np.ndarray, Y: np.ndarray, params: TGPParams, methods: tuple[
     else:
         parts = factorize(X, Y, params, methods, threads=1, sample_weight=sample_weight, form="inverse")
     model = TGPModel._from_parts(X, Y, params, methods, parts, sample_weight, copy=False)
-    if rows:
-        use_row_products(model)
-    return model
+    return with_row_products(model) if rows else model
 
 
 def fit_members(model: LocalTGPModel, members: np.ndarray, methods: tuple[str, ...]) -> TGPModel:

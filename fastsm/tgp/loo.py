@@ -126,7 +126,7 @@ def loo_linear_start(model: TGPModel, method: str, ridge: np.ndarray | None = No
     held = _rows(model, rows)
     full = loo_ridge(model) if ridge is None else ridge
     return supported_start(model, model.X[held], full[held], method, held, loo_spread(model.Y)[held], threads=threads,
-                           loo=leave_one_out(model) if loo is None else loo)
+                           loo=leave_one_out(model, threads) if loo is None else loo)
 
 
 def _rows(model: TGPModel, rows) -> np.ndarray:
@@ -160,6 +160,7 @@ def loo_predict(
     ftol: float = config.DEFAULT_FTOL,
     rows: ArrayLike | None = None,
     certainty: bool = True,
+    projections: LeaveOneOut | None = None,
 ) -> Prediction:
     """Exact leave-one-out prediction of every training point, without refitting.
 
@@ -193,6 +194,10 @@ def loo_predict(
         ``False``: KLTGP and IKLTGP leave ``log_certainty`` NaN and skip the SMTGP
         evaluation at every returned point that forms it (SMTGP's costs nothing extra);
         for scores that need only ``y`` (:func:`fastsm.tgp.select`).
+    projections : LeaveOneOut, optional
+        ``model``'s :func:`fastsm.tgp.views.leave_one_out`, where a caller that scores one model
+        several times formed them once (:func:`fastsm.tgp.select`); ``None``: formed here (three
+        O(N^3 / 3) triangular inversions, a few percent of the call).
 
     Returns
     -------
@@ -214,7 +219,7 @@ def loo_predict(
     opts = PredictOptions(method=method, init=init, max_iter=max_iter, tol=tol, ftol=ftol, trust_radius=trust_radius,
                           optimizer=optimizer, batch_size=batch_size, threads=threads)
     what = "one start per training point" if rows is None else "one start per row"
-    return loo_points(model, _rows(model, rows), opts, certainty=certainty, what=what)
+    return loo_points(model, _rows(model, rows), opts, certainty=certainty, what=what, loo=projections)
 
 
 def loo_points(model: TGPModel, held: np.ndarray, opts: PredictOptions, certainty: bool = True,
@@ -230,7 +235,7 @@ def loo_points(model: TGPModel, held: np.ndarray, opts: PredictOptions, certaint
     n, dy = held.size, model.Y.shape[1]
     spread = loo_spread(model.Y)[held]
     Xh = model.X[held]
-    lv = leave_one_out(model) if loo is None else loo
+    lv = leave_one_out(model, opts.threads) if loo is None else loo
     Y0 = start(opts.init, method, (n, dy), what,
                linear=lambda: loo_ridge(model)[held],
                kl=lambda: loo_points(model, held, kl_start_options(opts), certainty=False, loo=lv).y)

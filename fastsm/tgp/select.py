@@ -58,6 +58,7 @@ from fastsm.tgp.search import (
 )
 from fastsm.tgp.selection import Selection
 from fastsm.tgp.update import with_alpha
+from fastsm.tgp.views import leave_one_out
 
 
 def select(
@@ -232,14 +233,16 @@ def select(
                 if screen is not None:
                     Yv, wv = Yv[screen], None if wv is None else wv[screen]
                 loo_opts = {**opts, "rows": screen}
+                lv0 = leave_one_out(model0, threads)  # formed once per kernel setting; per alpha only K_XY's
+                loo_opts["projections"] = lv0
                 y0 = loo_linear_start(model0, "kl" if scored == "sm" else scored, ridges[key], threads=threads,
-                                      rows=screen)
+                                      rows=screen, loo=lv0)
                 linear = y0 if np.isfinite(y0).all() else None  # None: init="linear" reports the overflow
                 kl = start = None
                 if scored == "sm":
                     kl = (loo_predict(model0, method="kl", certainty=False, **{**loo_opts, "init": linear})
                           if kl_row else None)
-                    start = loo_predict(model0, method="kl", rows=screen, certainty=False,
+                    start = loo_predict(model0, method="kl", rows=screen, certainty=False, projections=lv0,
                                         **{**start_opts, "init": "linear" if linear is None else linear}).y
             else:
                 tr, va = fold
@@ -259,8 +262,9 @@ def select(
                 model = with_alpha(model0, a) if a != model0.params.alpha else model0
                 n_fact += model is not model0
                 if fold is None:
+                    lv = lv0 if model is model0 else leave_one_out(model, threads, shared=lv0)
                     pred = loo_predict(model, method=scored, init=linear if start is None else start, certainty=False,
-                                       **loo_opts)
+                                       **{**loo_opts, "projections": lv})
                 else:
                     pred = predict(model, X[fold[1]], method=scored, init=start, **opts)
                 per_alpha[a].append(fold_errors(score_fn, Yv, wv, pred))

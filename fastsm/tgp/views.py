@@ -16,7 +16,7 @@ from fastsm._kernels.gemm import TilePlan
 from fastsm._kernels.points import Fitted
 from fastsm._lapack import inverse_transposed
 from fastsm._products import ROW_PLAN, ROW_SOLVE_PLAN, product_factor, tile_plan
-from fastsm._threads import thread_limits
+from fastsm._threads import resolve_threads, thread_limits, worker_pool
 from fastsm.tgp.fitting import inverse_parts
 from fastsm.tgp.model import TGPModel, TGPParams
 
@@ -42,13 +42,26 @@ class LeaveOneOut(NamedTuple):
     Vxy: np.ndarray
 
 
-def leave_one_out(model: TGPModel) -> LeaveOneOut:
+def leave_one_out(model: TGPModel, threads: int | None = None, shared: LeaveOneOut | None = None) -> LeaveOneOut:
     """``model``'s :class:`LeaveOneOut` projections, read-only: for a model in Cholesky form by LAPACK's
-    ``dtrtri`` on its factors (three O(N^3 / 3) inversions on one BLAS thread; the products themselves
-    stay substitutions with ``L``), for one in inverse form ``W`` transposed."""
+    ``dtrtri`` on its factors (three O(N^3 / 3) inversions, each on one BLAS thread, side by side on up
+    to ``threads`` threads; the products themselves stay substitutions with ``L``), for one in inverse
+    form ``W`` transposed.  ``shared``: the projections of a model with the same ``K_X`` and ``K_Y``
+    (:func:`fastsm.tgp.with_alpha`'s), whose ``Vx`` and ``Vy`` are kept: only ``K_XY``'s are formed."""
+    if shared is not None:
+        if model.factor_form == "cholesky":
+            with thread_limits(1):
+                return shared._replace(Vxy=read_only(inverse_transposed(model.Wxy)))
+        return shared._replace(Vxy=read_only(np.ascontiguousarray(model.Wxy.T)))
     if model.factor_form == "cholesky":
+        factors = [getattr(model, name) for name in ("Wx", "Wy", "Wxy")]
+        workers = min(len(factors), resolve_threads(threads))
         with thread_limits(1):
-            V = [inverse_transposed(getattr(model, name)) for name in ("Wx", "Wy", "Wxy")]
+            if workers > 1:  # GIL-free LAPACK calls: bitwise the same as in series
+                with worker_pool(workers, "fastsm-loo") as pool:
+                    V = list(pool.map(inverse_transposed, factors))
+            else:
+                V = [inverse_transposed(L) for L in factors]
     else:
         V = [np.ascontiguousarray(getattr(model, name).T) for name in ("Wx", "Wy", "Wxy")]
     return LeaveOneOut(*(read_only(v) for v in V))
@@ -64,17 +77,33 @@ def eta_floor(p: TGPParams) -> float:
     return config.ETA_FLOOR_REL * (1.0 + max(p.lambda_x, p.lambda_y))
 
 
-def use_row_products(model: TGPModel) -> None:
-    """Have ``model``'s products run by row loops (:mod:`fastsm._kernels.tri_rows`) if it has at most
-    ``config.ROW_PRODUCTS_MAX_N`` training points: for models that predict one or a few points at a
-    time (KNN-local and region models), where a row loop is 2.0-3.4x faster than a one-row DTRMM call
-    (``config.ROW_PRODUCTS_MAX_N``)."""
-    if model.n_train <= config.ROW_PRODUCTS_MAX_N:
-        object.__setattr__(model, "_row_products", True)
+#: The fields of a fitted model beside its data (``X``, ``Y``, ``params``, ``methods``, ``sample_weight``).
+MODEL_PARTS = ("Wx", "Wy", "Wxy", "G", "logdet_x", "logdet_y", "logdet_xy", "y_spread", "ridge_coef", "factor_form")
+
+
+def with_row_products(model: TGPModel) -> TGPModel:
+    """``model``, or for a model of at most ``config.ROW_PRODUCTS_MAX_N`` training points a twin
+    sharing its arrays whose products run by row loops (:mod:`fastsm._kernels.tri_rows`): for models
+    that predict one or a few points at a time (KNN-local and region models), where a row loop is
+    2.0-3.4x faster than a one-row DTRMM call (``config.ROW_PRODUCTS_MAX_N``).  The twin holds its
+    factors as the row loops read them (symmetric storage, :func:`fastsm._products.product_factor`;
+    a model in Cholesky form stores ``L`` so already), formed here once.  Neither the row-loop choice
+    nor that storage is pickled: they belong to this process."""
+    if model.n_train > config.ROW_PRODUCTS_MAX_N or model.__dict__.get("_row_products", False):
+        return model
+    parts = {name: getattr(model, name) for name in MODEL_PARTS}
+    stored = {"Wx", "Wy", "Wxy"} if model.factor_form == "cholesky" else set()  # symmetric storage already
+    factors = {}
+    for name in ("Wx", "Wy", "Wxy", "G"):
+        if parts[name] is not None:
+            factors[name] = parts[name] if name in stored else product_factor(parts[name], ROW_PLAN)
+            factors[name].flags.writeable = False
+    parts["_row_products"], parts["_product_factors"] = True, factors
+    return TGPModel._from_parts(model.X, model.Y, model.params, model.methods, parts, model.sample_weight, copy=False)
 
 
 def products_plan(model: TGPModel, method: str = "kl") -> TilePlan:
-    """How ``model``'s products for ``method`` run: row loops (:func:`use_row_products`) or DTRSM/DTRMM
+    """How ``model``'s products for ``method`` run: row loops (:func:`with_row_products`) or DTRSM/DTRMM
     tiles of the checked menu for its ``N`` (batches of many points, BLAS-3).  In Cholesky form the
     products with ``W = L^-1`` are substitutions (``plan.solve``), all but IKLTGP's with its explicit
     ``G`` (the objective's second factor)."""
@@ -86,20 +115,12 @@ def products_plan(model: TGPModel, method: str = "kl") -> TilePlan:
 
 
 def product_factors(model: TGPModel) -> dict[str, np.ndarray]:
-    """``model``'s triangular factors as its products read them (:func:`fastsm._products.product_factor`):
-    for row loops in symmetric storage (a model in Cholesky form holds them so; others form them
-    once per model), else the factors themselves."""
-    names = [name for name in ("Wx", "Wy", "Wxy", "G") if getattr(model, name) is not None]
-    plan = products_plan(model)
-    stored = {"Wx", "Wy", "Wxy"} if model.factor_form == "cholesky" else set()  # symmetric storage already
-    if not plan.rows or stored.issuperset(names):
-        return {name: getattr(model, name) for name in names}
+    """``model``'s triangular factors as its products read them: the factors themselves, or for row
+    loops in symmetric storage (:func:`with_row_products`)."""
     found = model.__dict__.get("_product_factors")
-    if found is None:
-        found = {name: getattr(model, name) if name in stored else product_factor(getattr(model, name), plan)
-                 for name in names}
-        object.__setattr__(model, "_product_factors", found)
-    return found
+    if found is not None:
+        return found
+    return {name: getattr(model, name) for name in ("Wx", "Wy", "Wxy", "G") if getattr(model, name) is not None}
 
 
 def read_only(a: np.ndarray) -> np.ndarray:
