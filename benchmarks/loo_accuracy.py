@@ -44,7 +44,7 @@ def evaluate(model, X, Y, method, held=None):
     out = obj.Evaluations(np.empty(m), np.empty((m, dy)), np.empty(m), np.empty(m), np.zeros(m, dtype=np.int64))
     H = np.full((m, dy, dy), np.nan)
     rows = np.arange(m)
-    hb = api.held_rows(held, m, loo)
+    hb = views.held_rows(held, m, loo)
     with thread_limits(1):
         o = views.objective_view(model, method, beta, loo)
         prod = obj.Products(obj.workspace(m, model.n_train, plan.heights[0]), plan)

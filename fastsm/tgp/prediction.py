@@ -36,6 +36,7 @@ from fastsm.tgp.views import (
     LeaveOneOut,
     cubic_factors,
     fitted,
+    held_rows,
     objective_view,
     products_plan,
 )
@@ -62,19 +63,6 @@ def prepare_batch(model: TGPModel, Xb: np.ndarray, method: str, held: np.ndarray
     alternative)."""
     return point_data(fitted(model, loo), np.ascontiguousarray(Xb, dtype=np.float64), METHOD_CODE[method],
                       products_plan(model), held_rows(held, Xb.shape[0], loo))
-
-
-def held_rows(held: np.ndarray | None, n: int, loo: LeaveOneOut | None = None) -> np.ndarray:
-    """The kernels' ``held`` of ``n`` rows: each row's left-out training point (leave-one-out), ``-1``
-    for none (``held=None``).  Always an int64 array: one compiled kernel for both.  Left-out points
-    need the model's projections ``loo`` (:func:`~fastsm.tgp.views.leave_one_out`)."""
-    if held is None:
-        return np.full(n, -1, dtype=np.int64)
-    out = np.ascontiguousarray(held, dtype=np.int64)
-    if loo is None and out.size and out.max() >= 0:
-        raise ValueError("left-out training points (held) need the model's projections: "
-                         "loo=fastsm.tgp.views.leave_one_out(model)")
-    return out
 
 
 def batch_ranges(n: int, batch_size: int):

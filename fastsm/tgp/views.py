@@ -72,6 +72,19 @@ def _no_projections() -> np.ndarray:
     return read_only(np.empty((0, 0)))
 
 
+def held_rows(held: np.ndarray | None, n: int, loo: LeaveOneOut | None = None) -> np.ndarray:
+    """The kernels' ``held`` of ``n`` rows: each row's left-out training point (leave-one-out), ``-1``
+    for none (``held=None``).  Always an int64 array: one compiled kernel for both.  Left-out points
+    need the model's projections ``loo`` (:func:`~fastsm.tgp.views.leave_one_out`)."""
+    if held is None:
+        return np.full(n, -1, dtype=np.int64)
+    out = np.ascontiguousarray(held, dtype=np.int64)
+    if loo is None and out.size and out.max() >= 0:
+        raise ValueError("left-out training points (held) need the model's projections: "
+                         "loo=fastsm.tgp.views.leave_one_out(model)")
+    return out
+
+
 def eta_floor(p: TGPParams) -> float:
     """The floor of the etas for parameters ``p`` (``config.ETA_FLOOR_REL`` relative to ``k(z, z)``)."""
     return config.ETA_FLOOR_REL * (1.0 + max(p.lambda_x, p.lambda_y))
