@@ -17,31 +17,26 @@ from fastsm._kernels.gemm import TilePlan, padded_rows
 from fastsm._products import ROW_PLAN, ROW_SOLVE_PLAN, Probe, choose, tile_plan, tri
 from fastsm._threads import thread_limits
 from fastsm.tgp.local_model import local_model
-from fastsm.tgp.views import inverse_form, products_plan, with_row_products
+from fastsm.tgp.views import products_plan, with_row_products
 
 pytestmark = pytest.mark.determinism
 
 PARAMS = tgp.TGPParams(gamma_x=0.3, gamma_y=0.5, lambda_x=1e-3, lambda_y=1e-3, alpha=0.7, beta=1.5)
 
 
-@pytest.fixture(scope="module", params=["global", "rows", "inverse", "cholesky"])
+@pytest.fixture(scope="module", params=["tiles", "rows", "cholesky"])
 def problem(request):
-    """N = 450 by every kind of products: a global model's row-loop substitutions with its Cholesky
-    factors (and DTRMM tiles for IKLTGP's ``G``, of several tile heights), the same model with row
-    products for ``G`` too, its inverse-form twin (DTRMM tiles for every product), and a local model
-    (KNN-local and region models; KLTGP and SMTGP only)."""
+    """N = 450 by every kind of products: the DTRSM (and, for IKLTGP's ``G``, DTRMM) tiles of a global
+    model (the rounds use several tile heights), the row loops' substitutions of the same model with
+    row products, and a local model's (KNN-local and region models; KLTGP and SMTGP only)."""
     X, Xt, Y, _ = datasets.random_structured(3, n_train=450, n_test=90, dx=4, dy=3)
     model = tgp.fit(X, Y, PARAMS)
     if request.param == "rows":
         model = with_row_products(model)
-    if request.param == "inverse":
-        model = inverse_form(model)
     if request.param == "cholesky":
         model = local_model(model.X, model.Y, model.params, ("kl", "sm"))
         assert model.factor_form == "cholesky" and products_plan(model).solve
-    assert products_plan(model).rows == (request.param != "inverse")
-    if "ikl" in model.methods:
-        assert products_plan(model, "ikl").rows == (request.param == "rows")
+    assert products_plan(model).rows == (request.param != "tiles")
     return model, Xt
 
 
@@ -137,10 +132,9 @@ def test_fit_objective_and_certainty_do_not_depend_on_threads(problem):
     else:
         m1 = tgp.fit(X_all, Y_all, PARAMS, threads=1)
         m2 = tgp.fit(X_all, Y_all, PARAMS, threads=2)
-    same = inverse_form(m1) if model.factor_form == "inverse" else m1
     for k in ("Wx", "Wy", "Wxy", "G", "ridge_coef"):
         np.testing.assert_array_equal(getattr(m1, k), getattr(m2, k))
-        np.testing.assert_array_equal(getattr(same, k), getattr(model, k))
+        np.testing.assert_array_equal(getattr(m1, k), getattr(model, k))
     Y = tgp.predict(model, X, method="kl").y
     for method in _methods(model):
         a = tgp.objective(model, X, Y, method=method, return_gradient=True, threads=1)

@@ -125,20 +125,20 @@ def test_row_products_and_their_factor_storage_stay_in_the_process(data):
     X, Xt, Y, _ = data
     plain = tgp.fit(X[:40], Y[:40], PARAMS)
     size = len(pickle.dumps(plain))
-    assert not products_plan(plain, "ikl").rows  # G by DTRMM tiles (the substitutions are row loops)
+    assert not products_plan(plain).rows
     model = with_row_products(plain)
-    assert with_row_products(model) is model and not products_plan(plain, "ikl").rows
+    assert with_row_products(model) is model and not products_plan(plain).rows
     assert all(getattr(model, name) is getattr(plain, name) for name in ("X", "Y", "Wx", "Wy", "Wxy", "G"))
     np.testing.assert_allclose(tgp.predict(model, Xt[:3], method="sm").y, tgp.predict(plain, Xt[:3], method="sm").y,
                                rtol=0, atol=1e-8)
-    assert products_plan(model, "ikl").rows
+    assert products_plan(model).rows
     stored = product_factors(model)
     assert model.factor_form == "cholesky" and stored["Wxy"] is model.Wxy
     np.testing.assert_array_equal(model.Wxy, model.Wxy.T)
     np.testing.assert_array_equal(np.tril(stored["G"]), model.G)
     np.testing.assert_array_equal(np.triu(stored["G"]), model.G.T)
     back = pickle.loads(pickle.dumps(model))
-    assert len(pickle.dumps(model)) == size and not products_plan(back, "ikl").rows
+    assert len(pickle.dumps(model)) == size and not products_plan(back).rows
     np.testing.assert_array_equal(back.G, model.G)
 
 

@@ -203,130 +203,69 @@ def _sweep8(a, S, first, c0, c1, z, down):
 
 
 @kernel(inline=True)
-def _sweep8x4(a, S, first, step, c0, c1, P, r):
-    """:func:`_sweep8` of rows ``r .. r+3`` of ``P`` with their own eight solved entries ``a[q]``: each
-    entry ``P[r+q, c0+i]`` takes ``a[q, t] * S[first + step t, c0+i]`` for ``t = 0 .. 7`` in that order
-    (bitwise :func:`_sweep8` of each row), the eight rows of ``S`` loaded once for the four rows."""
-    r0, r1, r2, r3 = S[first, c0:c1], S[first + step, c0:c1], S[first + 2 * step, c0:c1], S[first + 3 * step, c0:c1]
-    r4, r5, r6, r7 = (S[first + 4 * step, c0:c1], S[first + 5 * step, c0:c1], S[first + 6 * step, c0:c1],
-                      S[first + 7 * step, c0:c1])
-    z0, z1, z2, z3 = P[r, c0:c1], P[r + 1, c0:c1], P[r + 2, c0:c1], P[r + 3, c0:c1]
-    b00, b01, b02, b03, b04, b05, b06, b07 = a[0, 0], a[0, 1], a[0, 2], a[0, 3], a[0, 4], a[0, 5], a[0, 6], a[0, 7]
-    b10, b11, b12, b13, b14, b15, b16, b17 = a[1, 0], a[1, 1], a[1, 2], a[1, 3], a[1, 4], a[1, 5], a[1, 6], a[1, 7]
-    b20, b21, b22, b23, b24, b25, b26, b27 = a[2, 0], a[2, 1], a[2, 2], a[2, 3], a[2, 4], a[2, 5], a[2, 6], a[2, 7]
-    b30, b31, b32, b33, b34, b35, b36, b37 = a[3, 0], a[3, 1], a[3, 2], a[3, 3], a[3, 4], a[3, 5], a[3, 6], a[3, 7]
-    for i in range(c1 - c0):
-        w0, w1, w2, w3, w4, w5, w6, w7 = r0[i], r1[i], r2[i], r3[i], r4[i], r5[i], r6[i], r7[i]
-        v = z0[i]
-        v -= b00 * w0
-        v -= b01 * w1
-        v -= b02 * w2
-        v -= b03 * w3
-        v -= b04 * w4
-        v -= b05 * w5
-        v -= b06 * w6
-        v -= b07 * w7
-        z0[i] = v
-        v = z1[i]
-        v -= b10 * w0
-        v -= b11 * w1
-        v -= b12 * w2
-        v -= b13 * w3
-        v -= b14 * w4
-        v -= b15 * w5
-        v -= b16 * w6
-        v -= b17 * w7
-        z1[i] = v
-        v = z2[i]
-        v -= b20 * w0
-        v -= b21 * w1
-        v -= b22 * w2
-        v -= b23 * w3
-        v -= b24 * w4
-        v -= b25 * w5
-        v -= b26 * w6
-        v -= b27 * w7
-        z2[i] = v
-        v = z3[i]
-        v -= b30 * w0
-        v -= b31 * w1
-        v -= b32 * w2
-        v -= b33 * w3
-        v -= b34 * w4
-        v -= b35 * w5
-        v -= b36 * w6
-        v -= b37 * w7
-        z3[i] = v
+def _solve_forward4(X, r, S, P):
+    """:func:`row_solve_forward` of rows ``r .. r+3`` in one sweep over ``S`` (the same operations per row)."""
+    n = S.shape[0]
+    y0, y1, y2, y3 = P[r], P[r + 1], P[r + 2], P[r + 3]
+    for q in range(4):  # loops, not a slice assignment: its shape check costs compile time
+        for j in range(X.shape[1]):
+            P[r + q, j] = X[r + q, j]
+    for j in range(n):
+        d = 1.0 / S[j, j]
+        a0 = y0[j] * d
+        a1 = y1[j] * d
+        a2 = y2[j] * d
+        a3 = y3[j] * d
+        y0[j], y1[j], y2[j], y3[j] = a0, a1, a2, a3
+        col = S[j, j + 1:]
+        z0, z1, z2, z3 = y0[j + 1:], y1[j + 1:], y2[j + 1:], y3[j + 1:]
+        for i in range(n - j - 1):
+            w = col[i]
+            z0[i] -= a0 * w
+            z1[i] -= a1 * w
+            z2[i] -= a2 * w
+            z3[i] -= a3 * w
 
 
 @kernel(inline=True)
-def _solve_rows4(X, r0, g, S, fwd, P):
-    """:func:`row_solve_forward` (``fwd``) or :func:`row_solve_backward` of rows ``r0 .. r0+g-1``
-    (``g`` a multiple of 4), bitwise each row's own: per block of eight columns, every four rows
-    solve the block's triangle and sweep the rest together (:func:`_sweep8x4`).  The ``g`` rows stay
-    in cache while ``S`` streams once for all of them (:data:`SOLVE_GROUP`)."""
+def _solve_backward4(X, r, S, P):
+    """:func:`row_solve_backward` of rows ``r .. r+3`` in one sweep over ``S`` (the same operations per row)."""
     n = S.shape[0]
-    for q in range(g):  # loops, not a slice assignment: its shape check costs compile time
-        for j in range(n):
-            P[r0 + q, j] = X[r0 + q, j]
-    a = np.empty((4, SOLVE_BLOCK))
-    j = 0
-    while j + SOLVE_BLOCK <= n:
-        for r in range(r0, r0 + g, 4):
-            for t in range(SOLVE_BLOCK):
-                jt = j + t if fwd else n - 1 - j - t
-                d = 1.0 / S[jt, jt]
-                for q in range(4):
-                    v = P[r + q, jt] * d
-                    P[r + q, jt] = v
-                    a[q, t] = v
-                    for u in range(t + 1, SOLVE_BLOCK):
-                        ju = j + u if fwd else n - 1 - j - u
-                        P[r + q, ju] -= v * S[jt, ju]
-            if fwd:
-                _sweep8x4(a, S, j, 1, j + SOLVE_BLOCK, n, P, r)
-            else:
-                _sweep8x4(a, S, n - 1 - j, -1, 0, n - j - SOLVE_BLOCK, P, r)
-        j += SOLVE_BLOCK
-    while j < n:
-        jt = j if fwd else n - 1 - j
-        d = 1.0 / S[jt, jt]
-        for r in range(r0, r0 + g):
-            v = P[r, jt] * d
-            P[r, jt] = v
-            if fwd:
-                for i in range(jt + 1, n):
-                    P[r, i] -= v * S[jt, i]
-            else:
-                for i in range(jt):
-                    P[r, i] -= v * S[jt, i]
-        j += 1
-
-
-#: Rows solved together by :func:`rows_product` (:func:`_solve_rows4`): 256 rows of N = 2000 in
-#: groups of 64 took 0.98x the time of DTRSM tiles, in groups of 4 1.67x (session 35).
-SOLVE_GROUP = 64
+    y0, y1, y2, y3 = P[r], P[r + 1], P[r + 2], P[r + 3]
+    for q in range(4):  # loops, not a slice assignment: its shape check costs compile time
+        for j in range(X.shape[1]):
+            P[r + q, j] = X[r + q, j]
+    for i in range(n - 1, -1, -1):
+        d = 1.0 / S[i, i]
+        a0 = y0[i] * d
+        a1 = y1[i] * d
+        a2 = y2[i] * d
+        a3 = y3[i] * d
+        y0[i], y1[i], y2[i], y3[i] = a0, a1, a2, a3
+        row = S[i, :i]
+        for j in range(i):
+            w = row[j]
+            y0[j] -= a0 * w
+            y1[j] -= a1 * w
+            y2[j] -= a2 * w
+            y3[j] -= a3 * w
 
 
 @kernel()
 def rows_product(X, r0, h, S, fwd, P, solve=False):
     """``P[r] = W X[r]`` (``fwd``) or ``W^T X[r]`` for ``r`` in ``r0 .. r0+h-1``, ``W`` the lower
-    triangle of ``S`` (symmetric storage): four rows per sweep over ``S`` (substitutions: in groups of
-    :data:`SOLVE_GROUP` rows, :func:`_solve_rows4`), the rest one by one.
+    triangle of ``S`` (symmetric storage): four rows per sweep over ``S``, the rest one by one.
     Every row gets the same operations either way, so the result of a row does not depend on
     ``r0``, ``h`` or the other rows.  With ``solve`` the lower triangle of ``S`` is a Cholesky
     factor ``L`` and ``W = L^-1``: the rows are solved by substitution (same sweeps)."""
     r = r0
-    if solve:
-        while r + SOLVE_GROUP <= r0 + h:
-            _solve_rows4(X, r, SOLVE_GROUP, S, fwd, P)
-            r += SOLVE_GROUP
-        g = (r0 + h - r) // 4 * 4
-        if g > 0:
-            _solve_rows4(X, r, g, S, fwd, P)
-            r += g
     while r + 4 <= r0 + h:
-        if fwd:
+        if solve:
+            if fwd:
+                _solve_forward4(X, r, S, P)
+            else:
+                _solve_backward4(X, r, S, P)
+        elif fwd:
             _forward4(X, r, S, P)
         else:
             _backward4(X, r, S, P)

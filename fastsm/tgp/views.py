@@ -116,20 +116,14 @@ def with_row_products(model: TGPModel) -> TGPModel:
 
 
 def products_plan(model: TGPModel, method: str = "kl") -> TilePlan:
-    """How ``model``'s products for ``method`` run: row loops or DTRMM/DTRSM tiles of the checked menu
-    for its ``N`` (BLAS-3).
-
-    In Cholesky form the products with ``W = L^-1`` are substitutions with ``L`` (``plan.solve``) by
-    the row loops (:func:`fastsm._kernels.tri_rows.rows_product`): as fast as DTRSM tiles from
-    batches of 64 rows, several times faster for a few rows, and 10-20x more accurate on
-    ill-conditioned factors (docs/accuracy.md).  IKLTGP's products with its explicit ``G`` are
-    multiplications: DTRMM tiles, unless the model multiplies by row loops (:func:`with_row_products`).
-    A model in inverse form multiplies by its ``W``: tiles, or row loops where chosen so."""
+    """How ``model``'s products for ``method`` run: row loops (:func:`with_row_products`) or DTRSM/DTRMM
+    tiles of the checked menu for its ``N`` (batches of many points, BLAS-3).  In Cholesky form the
+    products with ``W = L^-1`` are substitutions (``plan.solve``), all but IKLTGP's with its explicit
+    ``G`` (the objective's second factor)."""
     rows = model.__dict__.get("_row_products", False)
     if model.factor_form == "cholesky":
-        if method == "ikl" and not rows:
-            return tile_plan(model.n_train)._replace(solve=1)
-        return ROW_SOLVE_PLAN._replace(solve=1 if method == "ikl" else 3)
+        plan = ROW_SOLVE_PLAN if rows else tile_plan(model.n_train)
+        return plan._replace(solve=1 if method == "ikl" else 3)
     return ROW_PLAN if rows else tile_plan(model.n_train)
 
 
