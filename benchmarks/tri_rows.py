@@ -4,9 +4,10 @@ For each order ``n`` and number of rows ``m``, one forward (``x -> W x``) and on
 (``x -> W^T x``) product of ``m`` rows with a lower-triangular ``n × n`` factor, as the
 objective's kernel runs them (:func:`fastsm._kernels.gemm.tri_products`, one thread): by the row
 loops of :mod:`fastsm._kernels.tri_rows` (factor in symmetric storage) and by DTRMM tiles of the
-checked menu.  Best of ``--repeat`` calls, JIT excluded.
+checked menu.  With ``--solve`` the factor is a Cholesky factor ``L`` and the products are the
+substitutions ``L^-1 x`` and ``L^-T x`` (DTRSM tiles).  Best of ``--repeat`` calls, JIT excluded.
 
-Run: ``python benchmarks/tri_rows.py [--sizes 100 200 400 800 1000] [--rows 1 2 16 200]``.
+Run: ``python benchmarks/tri_rows.py [--sizes 100 200 400 800 1000] [--rows 1 2 16 200] [--solve]``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import numpy as np
 
 from fastsm._kernels.gemm import TilePlan, padded_rows, tri_products
 from fastsm._kernels.tri_rows import symmetric_storage
-from fastsm._products import ROW_PLAN, Probe, choose
+from fastsm._products import ROW_PLAN, ROW_SOLVE_PLAN, Probe, choose
 from fastsm._threads import thread_limits
 
 
@@ -36,15 +37,21 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[100, 200, 400, 800, 1000])
     ap.add_argument("--rows", type=int, nargs="+", default=[1, 2, 16, 200])
     ap.add_argument("--repeat", type=int, default=200)
+    ap.add_argument("--solve", action="store_true", help="substitutions with a Cholesky factor")
     args = ap.parse_args()
     rng = np.random.default_rng(0)
-    print(f"{'n':>5} {'rows':>5} {'direction':>9} {'row loops [us]':>15} {'DTRMM tiles [us]':>17} {'ratio':>6}")
+    print(f"{'n':>5} {'rows':>5} {'direction':>9} {'row loops [us]':>15} {'BLAS tiles [us]':>17} {'ratio':>6}")
     with thread_limits(1):
         for n in args.sizes:
-            W = np.tril(rng.standard_normal((n, n)))
+            if args.solve:
+                A = rng.standard_normal((n, n))
+                W = np.linalg.cholesky(A @ A.T / n + np.eye(n))
+            else:
+                W = np.tril(rng.standard_normal((n, n)))
             heights, unit = choose(Probe(n))
-            plans = {"rows": (ROW_PLAN, symmetric_storage(W)),
-                     "tiles": (TilePlan(np.array(heights, dtype=np.int64), unit), W)}
+            solve = 3 if args.solve else 0
+            plans = {"rows": (ROW_SOLVE_PLAN if args.solve else ROW_PLAN, symmetric_storage(W)),
+                     "tiles": (TilePlan(np.array(heights, dtype=np.int64), unit, False, solve), W)}
             for m in args.rows:
                 for fwd, name in ((1, "forward"), (0, "backward")):
                     ops = np.array([[0, 0, fwd, 1]], dtype=np.int64)
