@@ -248,3 +248,18 @@ def test_left_out_points_need_the_projections(data):
     model = tgp.fit(X, Y, PARAMS)
     with pytest.raises(ValueError, match="leave_one_out"):
         prediction.prepare_points(model, X[:2], "sm", np.array([0, 1]))
+
+
+def test_projections_of_another_model_are_refused(data):
+    """``loo_predict(projections=...)`` checks what it is given: another model's projections (another
+    ``N``) or another object raise before any kernel reads them."""
+    from fastsm.tgp import views
+
+    X, Y = data
+    model = tgp.fit(X, Y, PARAMS)
+    other = views.leave_one_out(tgp.fit(X[:-1], Y[:-1], PARAMS))
+    with pytest.raises(ValueError, match=r"projections.Vx must be .* shape \(80, 80\)"):
+        tgp.loo_predict(model, rows=[0], projections=other)
+    with pytest.raises(TypeError, match="projections must be"):
+        tgp.loo_predict(model, rows=[0], projections=(other.Vx, other.Vy, other.Vxy))
+

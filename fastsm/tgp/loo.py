@@ -222,6 +222,18 @@ def loo_predict(
     return loo_points(model, _rows(model, rows), opts, certainty=certainty, what=what, loo=projections)
 
 
+def _checked_projections(loo, n: int) -> LeaveOneOut:
+    """``loo`` if it is a :class:`~fastsm.tgp.views.LeaveOneOut` of ``n × n`` arrays (a model of ``n``
+    training points), else a clear error: the kernels would read past smaller arrays."""
+    if not isinstance(loo, LeaveOneOut):
+        raise TypeError(f"projections must be fastsm.tgp.views.leave_one_out(model), got {type(loo).__name__}")
+    for name, V in zip(LeaveOneOut._fields, loo, strict=True):
+        if not (isinstance(V, np.ndarray) and V.shape == (n, n) and V.dtype == np.float64 and V.flags.c_contiguous):
+            raise ValueError(f"projections.{name} must be a C-contiguous float64 array of shape ({n}, {n}) "
+                             f"(leave_one_out of this model), got {getattr(V, 'shape', type(V).__name__)}")
+    return loo
+
+
 def loo_points(model: TGPModel, held: np.ndarray, opts: PredictOptions, certainty: bool = True,
                what: str = "one start per row", loo: LeaveOneOut | None = None) -> Prediction:
     """:func:`loo_predict` of the training points ``held`` of ``model`` with validated options; ``what``
@@ -235,7 +247,7 @@ def loo_points(model: TGPModel, held: np.ndarray, opts: PredictOptions, certaint
     n, dy = held.size, model.Y.shape[1]
     spread = loo_spread(model.Y)[held]
     Xh = model.X[held]
-    lv = leave_one_out(model, opts.threads) if loo is None else loo
+    lv = leave_one_out(model, opts.threads) if loo is None else _checked_projections(loo, model.n_train)
     Y0 = start(opts.init, method, (n, dy), what,
                linear=lambda: loo_ridge(model)[held],
                kl=lambda: loo_points(model, held, kl_start_options(opts), certainty=False, loo=lv).y)
