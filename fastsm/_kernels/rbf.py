@@ -103,20 +103,15 @@ GRAM_CHUNK = 4096
 
 @kernel()
 def rbf_gram(Z, gamma, lam):
-    """Training kernel matrix ``K`` (n×n) with ``lam`` on its diagonal (rows as :func:`gram_upper`'s), in this
-    thread (a fit computes its two matrices in two threads, :func:`fastsm.tgp.fitting.factorize`)."""
+    """Training kernel matrix ``K`` (n×n) with ``lam`` on its diagonal: :func:`gram_upper`'s upper
+    triangle, mirrored (every entry as :func:`sqdist_row` and :func:`exp_neg_scaled` compute a kernel
+    row's), in this thread (a fit computes its two matrices in two threads,
+    :func:`fastsm.tgp.fitting.factorize`)."""
     n = Z.shape[0]
     K = np.empty((n, n))
-    Zt = np.ascontiguousarray(Z.T)
+    gram_upper(Z, gamma, K)
     for i in range(n):
         K[i, i] = 1.0 + lam
-        m = n - i - 1
-        if m > 0:
-            scratch = np.empty((2, m))
-            row = K[i, i + 1:]
-            sqdist_row(Z[i], Zt, i + 1, row)
-            exp_neg_scaled(row, gamma, scratch[0], scratch[1])
-    for i in range(n):
         for j in range(i):
             K[i, j] = K[j, i]
     return K
