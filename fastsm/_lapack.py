@@ -59,16 +59,21 @@ def lower_part(At):
     return L
 
 
-def inverse_transposed(L: np.ndarray) -> np.ndarray:
-    """``(L^-1)^T`` of a lower-triangular ``L`` (only its lower triangle is read: symmetric storage
-    serves), C-contiguous, upper triangular: row ``h`` holds column ``h`` of ``W = L^-1``.  LAPACK's
-    ``dtrtri`` on a Fortran copy, whose C view is the transpose.  Call with BLAS limited to one thread."""
-    n = L.shape[0]
-    a = np.array(L, dtype=np.float64, order="F", copy=True)
+def _dtrtri_lower(a: np.ndarray) -> None:
+    """LAPACK's ``dtrtri`` on the lower triangle of the Fortran-ordered ``a``, in place (GIL released)."""
+    n = a.shape[0]
     nn, info = ctypes.c_int(n), ctypes.c_int(0)
     _dtrtri(b"L", b"N", ctypes.byref(nn), a.ctypes.data_as(_dbl_p), ctypes.byref(nn), ctypes.byref(info))
     if info.value != 0:
         raise ValueError(f"the factor is singular (zero pivot at row {info.value})")
+
+
+def inverse_transposed(L: np.ndarray) -> np.ndarray:
+    """``(L^-1)^T`` of a lower-triangular ``L`` (only its lower triangle is read: symmetric storage
+    serves), C-contiguous, upper triangular: row ``h`` holds column ``h`` of ``W = L^-1``.  LAPACK's
+    ``dtrtri`` on a Fortran copy, whose C view is the transpose.  Call with BLAS limited to one thread."""
+    a = np.array(L, dtype=np.float64, order="F", copy=True)
+    _dtrtri_lower(a)
     return np.triu(a.T)
 
 
@@ -80,6 +85,5 @@ def triangular_inverse(L: np.ndarray) -> np.ndarray:
     a = np.array(L, dtype=np.float64, order="F", copy=True)
     if n <= config.TRI_INVERSE_MAX_N:
         return tri_inverse(a)
-    nn, info = ctypes.c_int(n), ctypes.c_int(0)
-    _dtrtri(b"L", b"N", ctypes.byref(nn), a.ctypes.data_as(_dbl_p), ctypes.byref(nn), ctypes.byref(info))
+    _dtrtri_lower(a)
     return lower_part(a.T)

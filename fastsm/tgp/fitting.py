@@ -309,13 +309,17 @@ def ikl_factor_cholesky(Sy: np.ndarray, Sx: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(np.tril(G))
 
 
+#: The fields of a fitted model beside its data (``X``, ``Y``, ``params``, ``methods``,
+#: ``sample_weight``): the parts :func:`factorize` returns.
+MODEL_PARTS = ("Wx", "Wy", "Wxy", "G", "logdet_x", "logdet_y", "logdet_xy", "y_spread", "ridge_coef", "factor_form")
+
+
 def inverse_parts(model) -> dict:
     """The factors of a model in Cholesky form as the inverse form holds them: ``W = L^-1`` for
     ``Wx``, ``Wy``, ``Wxy`` (LAPACK's ``dtrtri`` or :func:`fastsm._kernels.triangular.tri_inverse`,
     one BLAS thread), ``G`` unchanged.  O(N^3); for comparisons of the two forms
     (:func:`fastsm.tgp.views.inverse_form`)."""
-    parts = {name: getattr(model, name) for name in ("G", "logdet_x", "logdet_y", "logdet_xy", "y_spread",
-                                                      "ridge_coef")}
+    parts = {name: getattr(model, name) for name in MODEL_PARTS}
     with thread_limits(1):
         for name in ("Wx", "Wy", "Wxy"):
             parts[name] = triangular_inverse(np.tril(getattr(model, name)))

@@ -27,6 +27,7 @@ from fastsm._kernels.rbf import rbf_cross, rbf_gram
 from fastsm._threads import thread_limits
 from fastsm._validation import as_2d
 from fastsm.tgp.fitting import (
+    MODEL_PARTS,
     check_sample_weight,
     check_spread,
     informative,
@@ -295,7 +296,6 @@ def with_alpha(model: TGPModel, alpha: float, beta: float | None = None) -> TGPM
             _, Wxy, ld = factor(Kxy, "K_XY", remedy("lambda_x or lambda_y", min(p.lambda_x, p.lambda_y), w),
                                 want_L=False)
         parts_xy = {"Wxy": Wxy, "logdet_xy": ld}
-    parts = {name: getattr(model, name) for name in ("Wx", "Wy", "G", "logdet_x", "logdet_y", "y_spread",
-                                                      "ridge_coef", "factor_form")}
+    parts = {name: getattr(model, name) for name in MODEL_PARTS}
     return TGPModel._from_parts(model.X, model.Y, p, model.methods, {**parts, **parts_xy}, model.sample_weight,
                                 copy=False)

@@ -17,7 +17,7 @@ from fastsm._kernels.points import Fitted
 from fastsm._lapack import inverse_transposed
 from fastsm._products import ROW_PLAN, ROW_SOLVE_PLAN, product_factor, tile_plan
 from fastsm._threads import resolve_threads, thread_limits, worker_pool
-from fastsm.tgp.fitting import inverse_parts
+from fastsm.tgp.fitting import MODEL_PARTS, inverse_parts
 from fastsm.tgp.model import TGPModel, TGPParams
 
 METHOD_CODE = {"kl": obj.KL, "ikl": obj.IKL, "sm": obj.SM, "sm_cubic": obj.SM_CUBIC}
@@ -88,10 +88,6 @@ def held_rows(held: np.ndarray | None, n: int, loo: LeaveOneOut | None = None) -
 def eta_floor(p: TGPParams) -> float:
     """The floor of the etas for parameters ``p`` (``config.ETA_FLOOR_REL`` relative to ``k(z, z)``)."""
     return config.ETA_FLOOR_REL * (1.0 + max(p.lambda_x, p.lambda_y))
-
-
-#: The fields of a fitted model beside its data (``X``, ``Y``, ``params``, ``methods``, ``sample_weight``).
-MODEL_PARTS = ("Wx", "Wy", "Wxy", "G", "logdet_x", "logdet_y", "logdet_xy", "y_spread", "ridge_coef", "factor_form")
 
 
 def with_row_products(model: TGPModel) -> TGPModel:
