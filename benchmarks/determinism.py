@@ -40,7 +40,6 @@ def families() -> list[str]:
 def run_family(n: int, m: int, out: str) -> None:
     """In the child process: predictions of every variant; writes max |Δy| per case and the default y."""
     from fastsm import datasets, tgp
-    from fastsm._threads import thread_limits
 
     X, Xt, Y, _ = datasets.random_structured(7, n_train=n, n_test=m, dx=6, dy=4)
     params = tgp.TGPParams(gamma_x=1.0 / 6, gamma_y=0.25, lambda_x=1e-3, lambda_y=1e-3, alpha=0.7, beta=1.5)
@@ -60,14 +59,9 @@ def run_family(n: int, m: int, out: str) -> None:
         for case, y in variants.items():
             worst[case] = max(worst[case], float(np.abs(y - ref).max()))
         ys[method] = ref
-    with thread_limits(2):
-        from fastsm._products import tile_plan
-
-        plan = tile_plan(n)
     np.savez(out + ".npz", **ys)
     with open(out + ".json", "w") as f:
-        json.dump({"worst": worst, "unit": int(plan.unit), "heights": [int(h) for h in plan.heights],
-                   "panels": int(plan.panel_width)}, f)
+        json.dump({"worst": worst}, f)
 
 
 def main() -> None:
@@ -92,11 +86,11 @@ def main() -> None:
             with np.load(out + ".npz") as z:
                 ys[fam] = {k: z[k] for k in z.files}
     print(f"N = {args.n} training points, {args.m} test points; KLTGP, IKLTGP, SMTGP; max |dy| vs the default call")
-    print(f"{'kernels':<12}" + "".join(f"{c:>22}" for c in CASES) + "   tile plan (unit; heights; panels)")
+    print(f"{'kernels':<12}" + "".join(f"{c:>22}" for c in CASES))
     for fam in fams:
         r = results[fam]
         cells = "".join(f"{('bitwise' if r['worst'][c] == 0.0 else format(r['worst'][c], '.1e')):>22}" for c in CASES)
-        print(f"{fam:<12}{cells}   {r['unit']}; {r['heights'][-1]}..{r['heights'][0]}; {r['panels'] or 'no'}")
+        print(f"{fam:<12}{cells}")
     print("\nacross kernel families: max |dy| (same data and code, other BLAS kernels)")
     print(f"{'':<12}" + "".join(f"{f:>14}" for f in fams))
     for a in fams:

@@ -7,8 +7,8 @@ and thread: the kernel rows, the two forward triangular products (``W_Y k``, ``W
 per-row work between them, the two backward products and the O(N dy) value and gradient.  Each
 part's share is of the ideal time, ``4 N^2 B`` flops at the same run's one-thread DGEMM rate
 (:func:`fastsm.cli.bench.dgemm_gflops`); the products' own rate is quoted as GFLOP/s of their
-``2 N^2 B`` flops.  A single-thread DTRMM against DGEMM at the products' tile shape shows the
-ceiling the triangular products have on this BLAS.  Best of repeats and the median of 30 calls,
+``2 N^2 B`` flops.  A single-thread DTRMM against DGEMM on up to 256 rows shows what the BLAS
+reaches on a triangular product.  Best of repeats and the median of 30 calls,
 JIT excluded.  Everything runs inside :func:`fastsm._threads.thread_limits`, as a prediction does:
 BLAS at one thread.
 
@@ -26,9 +26,9 @@ from scipy.linalg import blas
 from threadpoolctl import threadpool_limits
 
 from fastsm._kernels import objectives as O
-from fastsm._kernels.gemm import tri_products
 from fastsm._kernels.objectives import Evaluations, Points, Products, ops2, workspace
 from fastsm._kernels.rbf import kernel_row
+from fastsm._kernels.tri_rows import tri_products
 from fastsm._threads import thread_limits
 from fastsm.cli.bench import best_of, dgemm_gflops, make_problem
 from fastsm.tgp import prediction as api
@@ -77,7 +77,7 @@ def _parts(model, X, Y, n: int, b: int) -> dict:
     F, eta_x, _, _ = api.prepare_points(model, X, "sm")
     obj = views.objective_view(model, "sm", 1.0)
     plan = views.products_plan(model)
-    work = workspace(b, n, plan.heights[0])
+    work = workspace(b, n)
     pts, idx, Yt = Points(F, eta_x, np.full(b, -1)), np.arange(b), np.ascontiguousarray(Y)
     out = Evaluations(np.empty(b), np.empty(Y.shape), np.empty(b), np.empty(b), np.zeros(b, dtype=np.int64))
     prod = Products(work, plan)
@@ -91,7 +91,7 @@ def _parts(model, X, Y, n: int, b: int) -> dict:
              "value and gradient": lambda: _value_rows(obj, pts, idx, Yt, work, out, b)}
     t = {name: best_of(fn, 5, 1.0) for name, fn in calls.items()}
     med = {name: median_of(fn) for name, fn in calls.items()}
-    return {"t": t, "median": med, "tile": int(min(plan.heights[0], b))}
+    return {"t": t, "median": med, "tile": int(min(256, b))}
 
 
 def trmm_ceiling(n: int, h: int) -> tuple[float, float]:

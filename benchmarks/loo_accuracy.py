@@ -47,10 +47,10 @@ def evaluate(model, X, Y, method, held=None):
     hb = views.held_rows(held, m, loo)
     with thread_limits(1):
         o = views.objective_view(model, method, beta, loo)
-        prod = obj.Products(obj.workspace(m, model.n_train, plan.heights[0]), plan)
+        prod = obj.Products(obj.workspace(m, model.n_train), plan)
         obj.evaluate_rows(o, obj.Points(F, eta_x, hb), rows, np.ascontiguousarray(Y), out, prod, None)
         if method == "sm":
-            jprod = obj.Products(obj.workspace(m * dy, model.n_train, plan.heights[0]), plan)
+            jprod = obj.Products(obj.workspace(m * dy, model.n_train), plan)
             hessian_rows(o, rows, np.ascontiguousarray(Y), out, prod.work, H, jprod, hb)
     return out.value, out.grad, H
 

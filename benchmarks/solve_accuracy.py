@@ -3,15 +3,13 @@
 On the near-duplicate set of ``benchmarks/conditioning.py`` (Toy 1, 200 rows plus 100 of them
 repeated 1e-7 apart), the model's factor ``L`` of ``K_X`` and the kernel rows ``k`` of 60 test
 inputs: ``L^-1 k`` and ``K^-1 k = L^-T L^-1 k`` by SciPy's ``solve_triangular`` (one right-hand
-side a call), by one DTRSM call for all rows, by fastsm's DTRSM tiles (a global model's products)
-and by fastsm's row-loop substitutions (``fastsm._kernels.tri_rows``, a local model's), each
+side a call), by one DTRSM call for all rows (how fastsm's global models solved before #55's row
+loops: DTRSM tiles) and by fastsm's row-loop substitutions (``fastsm._kernels.tri_rows``), each
 against the same solves in 80-bit long double on the same ``L`` and ``k`` (largest error per row
 relative to the row's largest entry, the largest over rows); then the objectives of the global model
-with its tiles and with row loops (``fastsm.tgp.views.with_row_products``) against long double,
-beside SciPy's float64 substitution (``tests/longdouble.py``); ``speed``: what row loops cost::
+against long double, beside SciPy's float64 substitution (``tests/longdouble.py``)::
 
     python benchmarks/solve_accuracy.py
-    python benchmarks/solve_accuracy.py speed
 """
 
 from __future__ import annotations
@@ -28,9 +26,8 @@ from longdouble import Reference, _backward, _forward  # noqa: E402
 
 from fastsm import tgp  # noqa: E402
 from fastsm._kernels.rbf import kernel_row  # noqa: E402
-from fastsm._products import ROW_SOLVE_PLAN, tile_plan, tri  # noqa: E402
+from fastsm._kernels.tri_rows import tri  # noqa: E402
 from fastsm._threads import thread_limits  # noqa: E402
-from fastsm.tgp.views import with_row_products  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from conditioning import near_duplicates  # noqa: E402
@@ -61,12 +58,9 @@ def solves(lam: float) -> None:
         b1 = np.array([solve_triangular(L, f, lower=True, trans=1) for f in f1])
         fb = dtrsm(1.0, L, B.T, lower=1).T
         bb = dtrsm(1.0, L, fb.T, lower=1, trans_a=1).T
-        ft = tri(B, S, True, tile_plan(n), stored=True, solve=True)
-        bt = tri(ft, S, False, tile_plan(n), stored=True, solve=True)
-        fr = tri(B, S, True, ROW_SOLVE_PLAN, stored=True, solve=True)
-        br = tri(fr, S, False, ROW_SOLVE_PLAN, stored=True, solve=True)
-    for name, f, b in (("solve_triangular", f1, b1), ("one DTRSM", fb, bb), ("fastsm tiles", ft, bt),
-                       ("fastsm row loops", fr, br)):
+        fr = tri(B, S, True, stored=True, solve=True)
+        br = tri(fr, S, False, stored=True, solve=True)
+    for name, f, b in (("solve_triangular", f1, b1), ("one DTRSM", fb, bb), ("fastsm row loops", fr, br)):
         print(f"{lam:5.0e} {name:17s} L^-1 k {_rel(f, ref_f):.1e}   K^-1 k {_rel(b, ref_b):.1e}")
 
 
@@ -74,51 +68,22 @@ def objectives(lam: float) -> None:
     X, Y, Xt, p = near_duplicates(lam)
     Xt = Xt[::5]
     model = tgp.fit(X, Y, p)
-    rows = with_row_products(model)
     ld, f64 = Reference(X, Y, p, LD), Reference(X, Y, p)
     rng = np.random.default_rng(0)
     Yq = Y[rng.integers(0, len(Y), len(Xt))] + 0.05 * model.y_spread * rng.standard_normal((len(Xt), 1))
     for method in ("sm", "kl", "ikl"):
-        vt = tgp.objective(model, Xt, Yq, method=method)
-        vr = tgp.objective(rows, Xt, Yq, method=method)
-        e = np.zeros(3)
+        v = tgp.objective(model, Xt, Yq, method=method)
+        e = np.zeros(2)
         for i in range(len(Xt)):
             y = Yq[i].astype(LD)
             r = ld.value(Xt[i], y, method)
             scale = abs(r) if method == "sm" else ld.terms(Xt[i], y, method)
-            e = np.maximum(e, [float(abs(v - r) / scale) for v in (vt[i], vr[i], f64.value(Xt[i], Yq[i], method))])
-        print(f"{lam:5.0e} {method:4s} tiles {e[0]:.1e}  row loops {e[1]:.1e}  SciPy {e[2]:.1e}  "
-              f"tiles / SciPy {e[0] / e[2]:.1f}  row loops / SciPy {e[1] / e[2]:.1f}")
-
-
-def speed() -> None:
-    """Whole predictions (B = 1000, one thread, lambda = 1e-6) of a global model with its tiles and with
-    row loops: the price of the row loops' accuracy (minimum of three runs after a warm-up)."""
-    import time
-
-    from fastsm import datasets
-
-    for n in (300, 1000):
-        X, Xt, Y, _ = datasets.random_structured(0, n_train=n, n_test=1000, dx=4, dy=2)
-        model = tgp.fit(X, Y, tgp.TGPParams(lambda_x=1e-6, lambda_y=1e-6, alpha=0.9, beta=1.5))
-        for method in ("kl", "sm"):
-            ts = []
-            for m in (model, with_row_products(model)):
-                tgp.predict(m, Xt[:5], method=method, threads=1)
-                best = np.inf
-                for _ in range(3):
-                    t0 = time.perf_counter()
-                    tgp.predict(m, Xt, method=method, threads=1)
-                    best = min(best, time.perf_counter() - t0)
-                ts.append(best)
-            print(f"N = {n:4d} {method}: tiles {ts[0]:.3f} s, row loops {ts[1]:.3f} s, ratio {ts[1] / ts[0]:.2f}")
+            e = np.maximum(e, [float(abs(u - r) / scale) for u in (v[i], f64.value(Xt[i], Yq[i], method))])
+        print(f"{lam:5.0e} {method:4s} fastsm {e[0]:.1e}  SciPy {e[1]:.1e}  fastsm / SciPy {e[0] / e[1]:.1f}")
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["speed"]:
-        speed()
-    else:
-        for lam in (1e-6, 1e-8):
-            solves(lam)
-        for lam in (1e-6, 1e-8):
-            objectives(lam)
+    for lam in (1e-6, 1e-8):
+        solves(lam)
+    for lam in (1e-6, 1e-8):
+        objectives(lam)

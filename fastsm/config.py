@@ -107,10 +107,8 @@ DEFAULT_TRUST_RADIUS: float = 0.25
 DEFAULT_BATCH_SIZE: int = 1024
 
 #: KNN-local and region models (one or a few test points each) of at most this many training
-#: points multiply by their triangular factors with row loops (:mod:`fastsm._kernels.tri_rows`):
-#: one row 2.0-3.4x and two rows 1.2-2.2x faster than DTRMM calls (N = 100-1000), 16 rows or more
-#: up to 5x slower than DTRMM tiles (``benchmarks/tri_rows.py``), which global and
-#: ``share="cluster"`` models keep.
+#: points are kept in Cholesky form and predict by one fused kernel per batch
+#: (:func:`fastsm.tgp.views.with_row_products`, :func:`fastsm.tgp.prediction.predict_fused`).
 ROW_PRODUCTS_MAX_N: int = 1024
 
 #: Factors of at most this order are inverted by :func:`fastsm._kernels.triangular.tri_inverse`

@@ -146,7 +146,7 @@ def test_packs_pickles_and_serves_the_inverse_form_operations(data):
     for name in ("Wx", "Wy", "Wxy", "ridge_coef"):
         np.testing.assert_array_equal(getattr(back, name), getattr(chol, name), err_msg=name)
     assert regions.CompactModel.pack(chol).nbytes < 0.6 * regions.model_nbytes(chol)
-    again = pickle.loads(pickle.dumps(chol))  # the row-loop flag stays in the process: DTRSM tiles there
+    again = pickle.loads(pickle.dumps(chol))  # the fused-path flag and the storage stay in the process
     np.testing.assert_allclose(tgp.predict(again, Xt).y, tgp.predict(chol, Xt).y, rtol=0, atol=1e-12)
     # leave-one-out runs on either form (substitutions with L, or products with W), equal to rounding
     # (measured 2.2e-14); the updates keep the Cholesky form

@@ -13,8 +13,7 @@ import numpy as np
 import pytest
 
 from fastsm import config, datasets, tgp
-from fastsm._kernels.gemm import TilePlan, padded_rows
-from fastsm._products import ROW_PLAN, ROW_SOLVE_PLAN, Probe, choose, tile_plan, tri
+from fastsm._kernels.tri_rows import tri
 from fastsm._threads import thread_limits
 from fastsm.tgp.local_model import local_model
 from fastsm.tgp.views import products_plan, with_row_products
@@ -24,11 +23,11 @@ pytestmark = pytest.mark.determinism
 PARAMS = tgp.TGPParams(gamma_x=0.3, gamma_y=0.5, lambda_x=1e-3, lambda_y=1e-3, alpha=0.7, beta=1.5)
 
 
-@pytest.fixture(scope="module", params=["tiles", "rows", "cholesky"])
+@pytest.fixture(scope="module", params=["global", "rows", "cholesky"])
 def problem(request):
-    """N = 450 by every kind of products: the DTRSM (and, for IKLTGP's ``G``, DTRMM) tiles of a global
-    model (the rounds use several tile heights), the row loops' substitutions of the same model with
-    row products, and a local model's (KNN-local and region models; KLTGP and SMTGP only)."""
+    """N = 450 by every path: a global model (substitutions, and IKLTGP's products with ``G``), the same
+    model predicting by the fused kernel (:func:`with_row_products`), and a local model's (KNN-local
+    and region models; KLTGP and SMTGP only)."""
     X, Xt, Y, _ = datasets.random_structured(3, n_train=450, n_test=90, dx=4, dy=3)
     model = tgp.fit(X, Y, PARAMS)
     if request.param == "rows":
@@ -36,7 +35,7 @@ def problem(request):
     if request.param == "cholesky":
         model = local_model(model.X, model.Y, model.params, ("kl", "sm"))
         assert model.factor_form == "cholesky" and products_plan(model).solve
-    assert products_plan(model).rows == (request.param != "tiles")
+    assert products_plan(model).solve
     return model, Xt
 
 
@@ -44,61 +43,35 @@ def _methods(model):
     return [m for m in ("kl", "ikl", "sm") if m in model.methods]
 
 
-@pytest.mark.parametrize("kind", ["rows", "tiles", "solve", "tile-solve"])
+@pytest.mark.parametrize("solve", [False, True])
 @pytest.mark.parametrize("n", [7, 64, 100, 300, 450, 1000])
-def test_product_rows_do_not_depend_on_the_other_rows(n, kind):
-    """The construction itself: ``tri`` of a row alone, in a batch, shifted, or with other rows around,
-    by the row loops, by DTRMM tiles of the checked menu, and by the row loops' and the DTRSM tiles'
-    substitutions with a Cholesky factor (against SciPy's ``solve_triangular``)."""
+def test_product_rows_do_not_depend_on_the_other_rows(n, solve):
+    """The construction itself: ``tri`` of a row alone, in a batch (groups of four rows and of 64,
+    rows left over), shifted, or with other rows around, by products and by substitutions with a
+    Cholesky factor (against NumPy's product and SciPy's ``solve_triangular``)."""
     rng = np.random.default_rng(n)
     A = rng.standard_normal((301, n))
     M = np.tril(rng.standard_normal((n, n)))
-    if kind in ("solve", "tile-solve"):
+    if solve:
         B = rng.standard_normal((n, n))
         M = np.linalg.cholesky(B @ B.T / n + np.eye(n))  # condition number ~5 (a random triangle's is ~2^n)
-    if kind == "rows":
-        plan = ROW_PLAN
-    elif kind == "solve":
-        plan = ROW_SOLVE_PLAN
-    else:
-        with thread_limits(2):
-            heights, unit = choose(Probe(n))
-        plan = TilePlan(np.array(heights, dtype=np.int64), unit, False, 3 if kind == "tile-solve" else 0)
     for forward, dense in ((True, M.T), (False, M)):
         with thread_limits(2):
-            full = tri(A, M, forward, plan)
+            full = tri(A, M, forward, solve=solve)
             for rows in (slice(0, 1), slice(1, 2), slice(5, 17), slice(3, 200), slice(100, 301)):
-                np.testing.assert_array_equal(tri(A[rows], M, forward, plan), full[rows])
+                np.testing.assert_array_equal(tri(A[rows], M, forward, solve=solve), full[rows])
             perm = rng.permutation(301)
-            np.testing.assert_array_equal(tri(A[perm], M, forward, plan), full[perm])
+            np.testing.assert_array_equal(tri(A[perm], M, forward, solve=solve), full[perm])
         with thread_limits(1):
-            np.testing.assert_array_equal(tri(A, M, forward, plan), full)
+            np.testing.assert_array_equal(tri(A, M, forward, solve=solve), full)
         # and it is the product, or the solve (rounding only)
-        if kind in ("solve", "tile-solve"):
+        if solve:
             from scipy.linalg import solve_triangular
 
             ref = solve_triangular(M if forward else M.T, A.T, lower=forward).T
         else:
             ref = A @ dense
         np.testing.assert_allclose(full, ref, rtol=1e-10, atol=1e-10 * np.abs(ref).max())
-
-
-@pytest.mark.parametrize("n", [100, 300, 1000])
-def test_tile_plan_is_a_checked_menu(n):
-    with thread_limits(2):
-        probe = Probe(n)
-    heights, unit = choose(probe)
-    plan = TilePlan(np.array(heights, dtype=np.int64), unit)
-    hs = [int(h) for h in plan.heights]
-    assert hs == sorted(hs, reverse=True) and all(h % plan.unit == 0 for h in hs)
-    assert plan.unit == hs[-1]
-    assert 37 <= padded_rows(37, plan) < 37 + hs[0]
-    top = hs[0]
-    assert probe.invariant(top)
-    for h in hs:
-        np.testing.assert_array_equal(probe.rows(h), probe.rows(top)[:h])
-    used = tile_plan(n)
-    assert not used.rows and list(used.heights) == hs
 
 
 def test_threads_batch_size_order_split_and_window(problem, monkeypatch):

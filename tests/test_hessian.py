@@ -24,8 +24,8 @@ def kernel_hessian(model, X, Y, held=None):
     out = obj.Evaluations(np.empty(m), np.empty((m, dy)), np.empty(m), np.empty(m), np.zeros(m, dtype=np.int64))
     H = np.empty((m, dy, dy))
     with thread_limits(None):
-        prod = obj.Products(obj.workspace(m, n, plan.heights[0]), plan)
-        jprod = obj.Products(obj.workspace(m * dy, n, plan.heights[0]), plan)
+        prod = obj.Products(obj.workspace(m, n), plan)
+        jprod = obj.Products(obj.workspace(m * dy, n), plan)
         rows = np.arange(m)
         Y = np.ascontiguousarray(Y)
         o = views.objective_view(model, "sm", 1.0, loo)

@@ -10,7 +10,7 @@ import pytest
 
 from fastsm import config, datasets, tgp
 from fastsm._kernels.knn import knn_rows, outcome
-from fastsm._products import ROW_SOLVE_PLAN
+from fastsm._kernels.tri_rows import SOLVE_PLAN
 from fastsm.tgp import local
 from fastsm.tgp.neighbours import neighbours
 from fastsm.tgp.options import PredictOptions
@@ -92,7 +92,7 @@ def _statuses(model, Xt, dy, stop=0):
     blocks = local.knn_blocks(model, Xt, None, opts, {}, None)
     res = outcome(len(Xt), dy)
     knn_rows(blocks.local, Xt, neighbours(model, Xt), np.empty((len(Xt), dy)), blocks.spec,
-             ROW_SOLVE_PLAN, np.full(1, stop, dtype=np.int64), res)
+             SOLVE_PLAN, np.full(1, stop, dtype=np.int64), res)
     return res.status
 
 

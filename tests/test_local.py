@@ -28,9 +28,8 @@ def test_k_equal_n_is_the_global_model(data, method):
     glob = tgp.fit(X, Y, PARAMS)
     g = tgp.predict(glob, Xt, method=method)
     loc = tgp.predict(tgp.fit_local(X, Y, PARAMS, n_neighbors=len(X)), Xt, method=method)
-    # the same factorisation; the local model multiplies by row loops (KLTGP, SMTGP: substitutions with
-    # L), the global one by DTRMM tiles with W = L^-1: measured 1.6e-13 apart (y) and 1e-13 (objective,
-    # relative); a converged point is fixed to tol
+    # the same factorisation (the local one by fastsm's own Cholesky, the global one by dpotrf) and
+    # products: measured 1.6e-13 apart (y) and 1e-13 (objective, relative); a converged point is fixed to tol
     np.testing.assert_allclose(loc.y, g.y, rtol=0, atol=1e-9)
     np.testing.assert_allclose(loc.objective, g.objective, rtol=1e-9)
     np.testing.assert_allclose(loc.log_certainty, g.log_certainty, rtol=1e-9)
@@ -120,25 +119,25 @@ def test_row_products_and_their_factor_storage_stay_in_the_process(data):
     The row-products twin shares the model's arrays; the model itself is unchanged."""
     import pickle
 
-    from fastsm.tgp.views import product_factors, products_plan
+    from fastsm.tgp.views import predicts_few, product_factors, products_plan
 
     X, Xt, Y, _ = data
     plain = tgp.fit(X[:40], Y[:40], PARAMS)
     size = len(pickle.dumps(plain))
-    assert not products_plan(plain).rows
+    assert not predicts_few(plain)
     model = with_row_products(plain)
-    assert with_row_products(model) is model and not products_plan(plain).rows
+    assert with_row_products(model) is model and not predicts_few(plain)
     assert all(getattr(model, name) is getattr(plain, name) for name in ("X", "Y", "Wx", "Wy", "Wxy", "G"))
     np.testing.assert_allclose(tgp.predict(model, Xt[:3], method="sm").y, tgp.predict(plain, Xt[:3], method="sm").y,
                                rtol=0, atol=1e-8)
-    assert products_plan(model).rows
+    assert predicts_few(model) and products_plan(model).solve
     stored = product_factors(model)
     assert model.factor_form == "cholesky" and stored["Wxy"] is model.Wxy
     np.testing.assert_array_equal(model.Wxy, model.Wxy.T)
     np.testing.assert_array_equal(np.tril(stored["G"]), model.G)
     np.testing.assert_array_equal(np.triu(stored["G"]), model.G.T)
     back = pickle.loads(pickle.dumps(model))
-    assert len(pickle.dumps(model)) == size and not products_plan(back).rows
+    assert len(pickle.dumps(model)) == size and not predicts_few(back)
     np.testing.assert_array_equal(back.G, model.G)
 
 

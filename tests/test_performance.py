@@ -1,8 +1,7 @@
 """What the performance work must not change: tiling, continuous batching, the stopping rule, the certainty.
 
-Bitwise checks: a row's products come from BLAS calls whose shapes the tile
-plan checked on this process's BLAS (fastsm._products), so they hold on every
-BLAS and CPU kernel family.
+Bitwise checks: a row's products come from the row loops of fastsm._kernels.tri_rows, whose every row
+gets the same operations whatever the other rows are, so they hold on every BLAS and CPU kernel family.
 """
 
 from __future__ import annotations
@@ -33,7 +32,7 @@ def _evaluate(model, X, Y, method):
         F, eta_x, _, _ = api.prepare_points(model, X, method)
         obj.evaluate_rows(views.objective_view(model, method, 1.0), obj.Points(F, eta_x, np.full(m, -1)),
                           np.arange(m), np.ascontiguousarray(Y), out,
-                          obj.Products(obj.workspace(m, model.n_train, plan.heights[0]), plan), None)
+                          obj.Products(obj.workspace(m, model.n_train), plan), None)
     return out.value, out.grad
 
 
@@ -42,7 +41,7 @@ def _evaluate(model, X, Y, method):
 def test_a_row_evaluates_alike_whatever_rows_share_its_call(method):
     """Threads split a prediction's points into chunks (``fastsm._threads.run_chunks``): a row's evaluation
     must not depend on the rows evaluated with it.  All 60 rows in one call and in chunks of 1, 7 and 52
-    rows (other covers by the plan's tiles, other padding) give the same bits."""
+    rows (other four-row sets, other rows left over) give the same bits."""
     Xtr, Xte, Ytr, _ = datasets.random_structured(1, n_train=700, n_test=60, dx=5, dy=8)
     model = tgp.fit(Xtr, Ytr, PARAMS)
     Y = tgp.predict(model, Xte, method="kl").y + 0.01

@@ -130,7 +130,7 @@ def test_smtgp_starts_from_kltgp_stopped_after_sm_start_iter():
 @pytest.mark.determinism
 @pytest.mark.parametrize("method", ["kl", "ikl", "sm"])
 def test_batch_size_does_not_change_predictions(method):
-    """Bitwise on every BLAS: each product row comes from call shapes checked by fastsm._products.
+    """Bitwise on every BLAS: each product row gets the same operations whatever the batch (fastsm._kernels.tri_rows).
 
     Regression test of #6, item 2.
     """

@@ -1,12 +1,13 @@
-"""The row loops' substitutions (:mod:`fastsm._kernels.tri_rows`) against plain NumPy sweeps, bitwise.
+"""The row loops (:mod:`fastsm._kernels.tri_rows`) against plain NumPy sweeps, bitwise.
 
-The NumPy references take the factor's columns (forward) or rows (backward) one at a time, each
-step one rounded product and one rounded difference per entry, in the order the module
-documents (a solved entry: the remaining value times the pivot's rounded reciprocal): the
-kernels do exactly that (no fused multiply-add, no reassociation), for one row and for four rows
-per sweep, so every row's result is fixed by its own data whatever the batch.  The
-one-row substitutions take eight columns of the factor per sweep (every order ``n`` below, above
-and at multiples of eight is checked).
+The NumPy references take the factor's pivots one at a time (ascending forward, descending
+backward), each step one rounded product and one rounded difference per entry, in the order the
+module documents (a solved entry: the remaining value times the pivot's rounded reciprocal; a
+product's coefficient: ``-x[p]``): the kernels do exactly that (no fused multiply-add, no
+reassociation) whether a row is swept alone (eight pivots per sweep) or in a set of four (four
+pivots per sweep) inside a group of :data:`~fastsm._kernels.tri_rows.GROUP` rows, so every row's
+result is fixed by its own data whatever the batch.  Orders ``n`` below, above and at multiples
+of four and eight, and row counts across the sets and groups, are checked.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fastsm._kernels.tri_rows import rows_product, symmetric_storage
+from fastsm._kernels.tri_rows import GROUP, rows_product, symmetric_storage
 
 
 def _solve_forward(L, X):
@@ -33,20 +34,44 @@ def _solve_backward(L, X):
     return Y
 
 
+def _product_forward(M, X):
+    Y = np.zeros_like(X)
+    for p in range(M.shape[0]):
+        a = -X[:, p]
+        Y[:, p] -= a * M[p, p]
+        Y[:, p + 1:] -= a[:, None] * M[p + 1:, p]
+    return Y
+
+
+def _product_backward(M, X):
+    Y = np.zeros_like(X)
+    for p in range(M.shape[0] - 1, -1, -1):
+        a = -X[:, p]
+        Y[:, p] -= a * M[p, p]
+        Y[:, :p] -= a[:, None] * M[p, :p]
+    return Y
+
+
 def _factor(n, rng):
     B = rng.standard_normal((n, n))
     return np.linalg.cholesky(B @ B.T / n + np.eye(n))
 
 
 @pytest.mark.parametrize("n", [1, 3, 4, 7, 8, 9, 13, 15, 16, 17, 24, 64, 203])
-@pytest.mark.parametrize("h", [1, 3, 4, 5, 9])
-def test_substitutions_are_the_column_and_row_sweeps(n, h):
+@pytest.mark.parametrize("h", [1, 3, 4, 5, 9, GROUP + 7])
+@pytest.mark.parametrize("solve", [True, False])
+def test_rows_are_the_pivot_sweeps(n, h, solve):
     rng = np.random.default_rng(n * 10 + h)
     L = _factor(n, rng)
     S = symmetric_storage(L)
     X = rng.standard_normal((h + 2, n))
-    for forward, ref in ((True, _solve_forward), (False, _solve_backward)):
+    refs = ((True, _solve_forward), (False, _solve_backward)) if solve else \
+        ((True, _product_forward), (False, _product_backward))
+    for forward, ref in refs:
         P = np.full_like(X, np.nan)
-        rows_product(X, 1, h, S, forward, P, True)
+        rows_product(X, 1, h, S, forward, P, solve)
         np.testing.assert_array_equal(P[1:h + 1], ref(L, X[1:h + 1]))
         assert np.isnan(P[0]).all() and np.isnan(P[h + 1]).all()  # rows outside r0 .. r0+h-1 untouched
+        dense = L if forward else L.T
+        want = np.linalg.solve(dense, X[1:h + 1].T).T if solve else X[1:h + 1] @ dense.T
+        np.testing.assert_allclose(P[1:h + 1], want, rtol=1e-12, atol=1e-12 * np.abs(want).max())

@@ -15,7 +15,7 @@ order :data:`CHOLESKY_MAX_N` (explicit eight-lane vectors, :mod:`fastsm._kernels
 accurate (tests/test_cholesky_form.py), and its bits depend on the matrix only, not on the BLAS
 or the CPU.  Above that order LAPACK's ``dpotrf`` is the faster; it runs on the caller's BLAS
 threads (call inside ``thread_limits``: one BLAS thread, deterministic) and is reached by name,
-like :mod:`fastsm._kernels.gemm`'s DTRMM, so that the kernel stays cacheable.
+like every external routine (:mod:`fastsm._kernels.linalg`), so that the kernel stays cacheable.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """The DGEMM rate of this machine by single-threaded DGEMM tiles on Numba threads: the yardstick
 ``python -m fastsm bench`` compares the products' rate with (:func:`fastsm.cli.bench.dgemm_gflops`).
 
-The tiles are those of the triangular products (:func:`fastsm._kernels.gemm.row_tiles`: row tiles
-of a :class:`~fastsm._kernels.gemm.TilePlan`'s heights, padded with zero rows, full width), each one
-DGEMM call with its operands in place.  The DGEMM is reached through Numba's own cacheable binding
+The tiles are :data:`TILE` rows of the product (the last one shorter), full width, each one DGEMM
+call with its operands in place.  The DGEMM is reached through Numba's own cacheable binding
 (``numba_xxgemm``, what ``np.dot`` calls), so that operands keep their strides: ``np.dot`` accepts
 only contiguous outputs.
 """
@@ -14,7 +13,6 @@ import numpy as np
 from numba import prange, types
 from numba.np.linalg import ensure_blas
 
-from fastsm._kernels.gemm import row_tiles
 from fastsm._kernels.linalg import ptr
 from fastsm.config import kernel
 
@@ -48,18 +46,15 @@ def gemm_tile(K, r0, h, M, P, scal):
             ptr(scal, 1), ptr(P, r0 * ldp), ldp)
 
 
-@kernel(parallel=True)
-def tiled_dgemm(K, m, M, P, plan):
-    """``P[:mp] = K[:mp] @ M`` by the plan's row tiles, one task each.
+#: Rows per DGEMM tile of :func:`tiled_dgemm`.
+TILE = 256
 
-    ``K`` must hold ``mp = padded_rows(m, plan)`` rows; the ones past ``m`` are set to zero here.
-    """
-    starts, heights = row_tiles(m, plan)
-    nt = starts.shape[0]
-    mp = starts[nt - 1] + heights[nt - 1] if nt > 0 else 0
-    for r in range(m, mp):
-        for j in range(K.shape[1]):
-            K[r, j] = 0.0
+
+@kernel(parallel=True)
+def tiled_dgemm(K, M, P):
+    """``P = K @ M`` by tiles of :data:`TILE` rows, one task each."""
+    m = K.shape[0]
+    nt = (m + TILE - 1) // TILE
     scal = np.array([1.0, 0.0])
     for i in prange(nt):
-        gemm_tile(K, starts[i], heights[i], M, P, scal)
+        gemm_tile(K, i * TILE, min(TILE, m - i * TILE), M, P, scal)

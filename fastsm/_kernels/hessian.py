@@ -10,9 +10,9 @@ With ``k = k_Y(y)``, ``J = dk/dy`` (N×dy, docs/math.md §1), ``u_y = K_Y^-1 k``
     H f = -(a H log eta_y - H log eta_xy) / (2 (1 - a))
 
 ``||W J||^2`` is the Gram matrix ``(W J)^T (W J)`` of the dy forward products ``W J[:, d]``: the only
-O(N^2) part, 2 dy triangular products per point (an evaluation has 4), run as GEMM tiles of the
-same plan as the evaluations (:func:`~fastsm._kernels.gemm.run_products`), so a point's Hessian
-depends on its own data only.  The optimiser (:mod:`fastsm._kernels.optimize`) uses it to seed
+O(N^2) part, 2 dy triangular products per point (an evaluation has 4), by the row loops of the
+evaluations (:func:`~fastsm._kernels.tri_rows.run_products`), so a point's Hessian depends on its
+own data only.  The optimiser (:mod:`fastsm._kernels.optimize`) uses it to seed
 its quasi-Newton matrix where it is positive definite
 (:func:`~fastsm._kernels.curvature.seed_inverse`).
 """
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from fastsm._kernels.gemm import run_products
 from fastsm._kernels.objectives import (
     K_ROW,
     R1_ROW,
@@ -31,6 +30,7 @@ from fastsm._kernels.objectives import (
     ops2,
     project_out,
 )
+from fastsm._kernels.tri_rows import run_products
 from fastsm.config import kernel
 
 

@@ -5,8 +5,8 @@ With ``K = L L^T`` (lower triangular) and ``W = L^-1`` every Schur complement is
 explicit inverses ``eta`` lost ``cond(K) eps / eta``: 3e-6 relative on Toy 1).  A model holds
 ``L`` (Cholesky form: every "product with ``W``" below is a substitution) or ``W`` itself (inverse
 form); the products' plan says which.  Per evaluation only products with ``y``'s kernel row ``k``
-are new; :func:`evaluate_rows` computes them for a whole batch of points as DTRSM/DTRMM tiles with
-the triangular factors (BLAS-3, :func:`~fastsm._kernels.gemm.run_products`),
+are new; :func:`evaluate_rows` computes them for a whole batch of points by the row loops
+(:func:`~fastsm._kernels.tri_rows.run_products`, four rows sweeping a factor together),
 in stages with O(N) per-row work between them:
 
 ========  ===========================================  ==========================================
@@ -33,9 +33,9 @@ from typing import NamedTuple
 import numpy as np
 
 from fastsm._kernels.cubic import cubic_rows
-from fastsm._kernels.gemm import run_products
 from fastsm._kernels.kliep_problem import dot_lanes
 from fastsm._kernels.rbf import combine_weights, contract_lanes, kernel_row
+from fastsm._kernels.tri_rows import run_products
 from fastsm.config import kernel
 
 KL = 0
@@ -86,10 +86,10 @@ class Evaluations(NamedTuple):
 
 
 class Products(NamedTuple):
-    """How the products of a round run: scratch and tiles."""
+    """How the products of a round run: scratch and plan."""
 
     work: np.ndarray  # :func:`workspace`: kernel rows and the products
-    plan: object  # :class:`fastsm._kernels.gemm.TilePlan`, checked for this process's BLAS and N
+    plan: object  # :class:`fastsm._kernels.tri_rows.ProductPlan`: which factors are solved
 
 
 @kernel()
@@ -132,16 +132,15 @@ def project_rows(A, V, held):
 
 
 @kernel()
-def workspace(m, n, top):
-    """Scratch for :func:`evaluate_rows` of up to ``m`` rows (plus padding below ``top``, the plan's
-    largest tile): kernel rows and four product buffers."""
-    return np.empty((5, m + top, n))
+def workspace(m, n):
+    """Scratch for :func:`evaluate_rows` of up to ``m`` rows: kernel rows and four product buffers."""
+    return np.empty((5, m, n))
 
 
 @kernel(inline=True)
 def _ops(source, factor, fwd, target):
     """The ``(source, factor, fwd, target)`` table of one product of :func:`evaluate_rows`
-    (:func:`~fastsm._kernels.gemm.run_products`); integers only, so one compiled signature."""
+    (:func:`~fastsm._kernels.tri_rows.run_products`); integers only, so one compiled signature."""
     out = np.empty((1, 4), dtype=np.int64)
     out[0, 0], out[0, 1], out[0, 2], out[0, 3] = source, factor, fwd, target
     return out
@@ -164,16 +163,14 @@ def evaluate_rows(obj, pts, idx, Yt, out, prod, cubic):
     ``Yt[r]`` of test point ``idx[r]`` (whose fixed data is row ``idx[r]`` of
     ``pts``, :class:`Points`).  ``obj`` is the :class:`Objective`, with the
     method's two lower-triangular factors; ``prod`` (:class:`Products`)
-    holds a :func:`workspace` of at least ``len(idx)`` rows for
-    ``prod.plan.heights[0]`` and the plan.
+    holds a :func:`workspace` of at least ``len(idx)`` rows and the plan.
 
-    In this thread, stage by stage (module docstring): kernel rows; the products of each stage by the
-    tiles of ``plan`` (:func:`~fastsm._kernels.gemm.run_products`: call shapes from a menu that
-    depends on ``N`` only, checked on this process's BLAS to give every row the same arithmetic
-    wherever it sits); the O(N) per-row work between stages; then the O(N·dy) value and gradient.
-    The tiles' padding rows are zero rows.  A row's result therefore depends on nothing but its own
-    data: not on the other rows of the call or their number, so threads can split the points
-    (:func:`fastsm._threads.run_chunks`) without changing a bit.
+    In this thread, stage by stage (module docstring): kernel rows; the products of each stage
+    (:func:`~fastsm._kernels.tri_rows.run_products`, row loops whose every row gets the same operations
+    whatever the other rows are); the O(N) per-row work between stages; then the O(N·dy) value and
+    gradient.  A row's result therefore depends on nothing but its own data: not on the other rows of
+    the call or their number, so threads can split the points (:func:`fastsm._threads.run_chunks`)
+    without changing a bit.
 
     ``cubic`` is ``None``, or ``(K_X^-1, K_Y^-1)`` for the O(N^3) reference form
     (``method == SM_CUBIC``).  Being ``None`` at compile time removes that

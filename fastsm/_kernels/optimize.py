@@ -61,7 +61,7 @@ def minimize_batch(obj, pts, start, opts, stop, cubic, plan):
     round: a non-zero value (set by another thread, e.g. on Ctrl-C) ends the
     run with the points still active marked unconverged.  ``cubic``: see
     :func:`~fastsm._kernels.objectives.evaluate_rows` (``pts.held``: exact leave-one-out, too);
-    ``plan``: the products' tile plan.  ``xtol`` and ``max_step`` are per point (a
+    ``plan``: the products' :class:`~fastsm._kernels.tri_rows.ProductPlan`.  ``xtol`` and ``max_step`` are per point (a
     leave-one-out model's output spread is its own).  A point whose step or
     objective becomes non-finite stops unconverged.
 
@@ -73,9 +73,9 @@ def minimize_batch(obj, pts, start, opts, stop, cubic, plan):
     n = obj.Z.shape[0]
     it = new_iterates(start.Y)
     w = max(1, min(opts.window, B))
-    prod = Products(workspace(w, n, plan.heights[0]), plan)
+    prod = Products(workspace(w, n), plan)
     hc = max(1, w // d) if opts.hessian else 1  # points per Hessian call
-    jprod = Products(workspace(hc * d if opts.hessian else 1, n if opts.hessian else 1, plan.heights[0]), plan)
+    jprod = Products(workspace(hc * d if opts.hessian else 1, n if opts.hessian else 1), plan)
     hess = np.empty((hc, d, d))
     hrow = np.empty(w, dtype=np.int64)
     held_r = np.empty(w, dtype=np.int64)  # the left-out training point of each evaluated row

@@ -12,7 +12,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from fastsm._kernels.gemm import padded_rows, run_products
 from fastsm._kernels.objectives import (
     IKL,
     KL,
@@ -26,6 +25,7 @@ from fastsm._kernels.objectives import (
 from fastsm._kernels.quasi_newton import Start
 from fastsm._kernels.rank_one import sumsq_rows
 from fastsm._kernels.rbf import rbf_cross
+from fastsm._kernels.tri_rows import run_products
 from fastsm.config import EXTRAPOLATION_K, kernel
 
 
@@ -66,9 +66,9 @@ def linear_rows(X, coef):
 @kernel(inline=True)
 def tri_rows_of(A, M, forward, plan):
     """Each row ``x`` of ``A`` times the stored factor ``M``: ``M x`` (``forward``) or ``M^T x``
-    (:func:`~fastsm._kernels.gemm.run_products`, the plan's row tiles or row loops); a new C-ordered array."""
+    (:func:`~fastsm._kernels.tri_rows.run_products`); a new C-ordered array."""
     m, n = A.shape
-    work = np.zeros((2, padded_rows(m, plan), n))
+    work = np.empty((2, m, n))
     for r in range(m):  # loops, not a slice assignment: its shape check costs compile time
         for j in range(n):
             work[0, r, j] = A[r, j]
@@ -156,7 +156,7 @@ def evaluate_at(obj, pts, Yb, plan):
     m, dy = Yb.shape
     out = Evaluations(np.empty(m), np.empty((m, dy)), np.empty(m), np.empty(m), np.zeros(m, dtype=np.int64))
     evaluate_rows(obj, pts, np.arange(m), np.ascontiguousarray(Yb), out,
-                  Products(workspace(m, obj.Z.shape[0], plan.heights[0]), plan), None)
+                  Products(workspace(m, obj.Z.shape[0]), plan), None)
     return out
 
 

@@ -1,44 +1,49 @@
-"""Products of single rows with a lower-triangular factor, by vectorisable row loops.
+"""Products of rows with a lower-triangular factor, and substitutions with a Cholesky factor, by
+vectorisable row loops: every triangular product of fastsm (#55).
 
-A small model (``N <= config.ROW_PRODUCTS_MAX_N``) is asked for products of one or two rows at a
-time: a KNN-local model predicts one test point, a region model a handful.  One DTRMM call per
-row then costs its setup and the packing of the whole factor (measured at ``N = 200``, one row:
-DTRMM 14.6 µs forward, 11.6 µs backward; these loops 8.7 and 6.3 µs — ``benchmarks/tri_rows.py``).
-Here every row is computed by the same loop, whatever the batch, the thread count or the CPU:
-deterministic by construction, with no BLAS involved.
+A factor travels in *symmetric storage* ``S`` (:func:`symmetric_storage`): its lower triangle is the
+factor ``M``, its strict upper triangle ``M^T``, so that row ``p`` of ``M`` (``S[p, :p]``) and column
+``p`` below the diagonal (``S[p, p+1:]``) are both contiguous.  A row ``x`` becomes
 
-Both directions are ``axpy`` sweeps over contiguous rows (vectorised by LLVM without
-reassociation: no reductions), for which the factor ``W`` travels in *symmetric storage*
-``S`` (:func:`symmetric_storage`): its lower triangle is ``W``, its strict upper triangle
-``W^T``, so that row ``i`` of ``W`` is ``S[i, :i+1]`` and column ``j`` of ``W`` below the
-diagonal is ``S[j, j:]``.  Every kernel that reads only a factor's lower triangle (DTRMM,
-:func:`~fastsm._kernels.objectives.project_out`) reads ``S`` as ``W``.
+* ``M x`` (forward) or ``M^T x`` (backward): a product (``M = W = L^-1`` of a model in inverse form, or
+  IKLTGP's ``G``);
+* ``M^-1 x`` or ``M^-T x``: a substitution with a Cholesky factor ``M = L`` (models in Cholesky form).
 
-* backward, ``y = W^T x``: ``y[:i+1] += x[i] * W[i, :i+1]`` for ``i = 0, 1, ...``;
-* forward, ``y = W x``: ``y[j:] += x[j] * W[j:, j]`` for ``j = 0, 1, ...``.
+All four are one loop: the pivots ``p`` are taken in order (ascending forward, descending backward) and
+each pivot's coefficient ``a`` — ``-x[p]`` for a product, the solved entry ``y[p] * (1 / L[p, p])``
+for a substitution — is taken out of every entry it reaches, ``y[i] -= a * S[p, i]`` along ``S``'s
+row ``p`` (a column of ``M`` forward, a row backward).  An entry therefore takes its terms one at a
+time in pivot order, one multiply and one subtraction each (no fused multiply-add:
+``config.FASTMATH_FLAGS``): its bits depend on its row and ``S`` only — not on the other rows of the
+call, the thread, the CPU or the BLAS (there is none).  The substitutions are backward stable; DTRSM
+tiles of OpenBLAS were 10-20x less accurate on the near-duplicate sets of #55 (docs/accuracy.md).
 
-Each entry of ``y`` is a sum in increasing order of the other index, one multiply and one add
-per term (no fused multiply-add: ``config.FASTMATH_FLAGS``).
+For speed the pivots are taken in blocks: four rows at a time take four pivots per sweep over the
+rest of their entries (each ``S`` entry loaded once for sixteen multiply-subtracts), in groups of
+:data:`GROUP` rows that stay in cache while ``S`` streams once for all of them; rows left over take
+eight pivots per sweep.  Blocking changes only which loads are shared, not the operations of an
+entry.  On this project's 2-core AVX-512 machine, against the DTRSM/DTRMM tiles it replaced, one
+thread: 64-256 rows of ``N = 1000-2000`` 0.83-1.10x the time, 4-16 rows 0.5-0.6x
+(``benchmarks/tri_rows.py``).
 
-The same sweeps solve with a Cholesky factor ``L`` held in symmetric storage
-(:func:`rows_product` with ``solve``; models in Cholesky form, :func:`fastsm.tgp.fitting.factorize_cholesky`):
-``y = L^-1 x`` by forward substitution, each solved entry then taken out of the entries below it
-along ``L``'s column (``S[j, j+1:]``), and ``y = L^-T x`` by backward substitution along ``L``'s
-rows (``S[i, :i]``) — the products with ``W = L^-1`` without forming ``W``, for the same flops
-(docs/accuracy.md: a substitution is backward stable).  A single row's substitutions take eight
-columns (rows) of ``L`` per sweep over the rest of ``y``, each entry still taking its terms one at
-a time in the same order: the same bits, with ``y`` loaded and stored an eighth as often (a
-``K = 200`` solve 3.6 → 2.1 µs forward, 3.0 → 2.1 µs backward).  Each solved entry is the
-remaining value times the reciprocal of the pivot (as BLAS substitution kernels do; the
-reciprocal does not wait for the entries before it, a division would: a ``K = 200`` forward solve
-2.25 → 2.07 µs), one rounding more than a division, far below the substitution's own error.
+The loops are compiled once, as a C function (:data:`rows_call`, a ``cfunc`` cached like every kernel),
+and kernels call it by symbol as they call BLAS: compiled into every kernel that runs products, they
+cost the cold start several seconds (#54).
 """
 
 from __future__ import annotations
 
-import numpy as np
+from typing import NamedTuple
 
-from fastsm.config import kernel
+import llvmlite.binding as llvm
+import numpy as np
+from numba import carray, cfunc, types
+
+from fastsm._kernels.linalg import ptr
+from fastsm.config import FASTMATH_FLAGS, kernel
+
+#: Rows of one group of :func:`tri_rows` (four-row sets sweeping ``S`` together).
+GROUP = 64
 
 
 @kernel()
@@ -55,232 +60,174 @@ def symmetric_storage(W):
 
 
 @kernel(inline=True)
-def row_backward(x, S, y):
-    """``y = W^T x`` with ``W`` the lower triangle of ``S`` (rows of ``W`` swept in order)."""
-    n = S.shape[0]
-    for j in range(n):
-        y[j] = 0.0
-    for i in range(n):
-        xi = x[i]
-        Si = S[i]
-        for j in range(i + 1):
-            y[j] += xi * Si[j]
+def _sweep4(P, r, S, p0, step, c, lo, hi):
+    """Rows ``r .. r+3`` of ``P``, entries ``lo .. hi-1``: ``-= c[q, t] * S[p0 + t step]`` for ``t = 0 .. 3``."""
+    s0, s1, s2, s3 = S[p0, lo:hi], S[p0 + step, lo:hi], S[p0 + 2 * step, lo:hi], S[p0 + 3 * step, lo:hi]
+    z0, z1, z2, z3 = P[r, lo:hi], P[r + 1, lo:hi], P[r + 2, lo:hi], P[r + 3, lo:hi]
+    a0, a1, a2, a3 = c[0, 0], c[0, 1], c[0, 2], c[0, 3]
+    b0, b1, b2, b3 = c[1, 0], c[1, 1], c[1, 2], c[1, 3]
+    d0, d1, d2, d3 = c[2, 0], c[2, 1], c[2, 2], c[2, 3]
+    e0, e1, e2, e3 = c[3, 0], c[3, 1], c[3, 2], c[3, 3]
+    for i in range(hi - lo):
+        w0, w1, w2, w3 = s0[i], s1[i], s2[i], s3[i]
+        z0[i] = z0[i] - a0 * w0 - a1 * w1 - a2 * w2 - a3 * w3
+        z1[i] = z1[i] - b0 * w0 - b1 * w1 - b2 * w2 - b3 * w3
+        z2[i] = z2[i] - d0 * w0 - d1 * w1 - d2 * w2 - d3 * w3
+        z3[i] = z3[i] - e0 * w0 - e1 * w1 - e2 * w2 - e3 * w3
 
 
 @kernel(inline=True)
-def row_forward(x, S, y):
-    """``y = W x`` with ``W`` the lower triangle of ``S``, its columns read from ``S``'s upper triangle."""
-    n = S.shape[0]
-    for j in range(n):
-        y[j] = 0.0
-    for j in range(n):
-        xj = x[j]
-        Sj = S[j, j:]  # W[j:, j]; slices keep the indices non-negative, so the loop vectorises
-        yj = y[j:]
-        for i in range(n - j):
-            yj[i] += xj * Sj[i]
+def _sweep1(P, r, S, p0, step, c, lo, hi):
+    """Row ``r`` of ``P``, entries ``lo .. hi-1``: ``-= c[0, t] * S[p0 + t step]`` for ``t = 0 .. 7``."""
+    s0, s1, s2, s3 = S[p0, lo:hi], S[p0 + step, lo:hi], S[p0 + 2 * step, lo:hi], S[p0 + 3 * step, lo:hi]
+    s4, s5, s6, s7 = S[p0 + 4 * step, lo:hi], S[p0 + 5 * step, lo:hi], S[p0 + 6 * step, lo:hi], S[p0 + 7 * step, lo:hi]
+    z = P[r, lo:hi]
+    a0, a1, a2, a3, a4, a5, a6, a7 = c[0, 0], c[0, 1], c[0, 2], c[0, 3], c[0, 4], c[0, 5], c[0, 6], c[0, 7]
+    for i in range(hi - lo):
+        z[i] = (z[i] - a0 * s0[i] - a1 * s1[i] - a2 * s2[i] - a3 * s3[i]
+                - a4 * s4[i] - a5 * s5[i] - a6 * s6[i] - a7 * s7[i])
 
 
 @kernel(inline=True)
-def _backward4(X, r, S, P):
-    """:func:`row_backward` of rows ``r .. r+3`` in one sweep over ``S`` (the same operations per row)."""
+def tri_rows(X, S, P, m, fwd, solve):
+    """``P[r, :n]`` for ``r < m``: row ``X[r, :n]`` times the lower triangle ``M`` of ``S`` (``n × n``,
+    symmetric storage): ``M x`` (``fwd``) or ``M^T x``; with ``solve`` ``M^-1 x`` or ``M^-T x``.
+    ``X`` and ``P`` are distinct (see the module docstring for the loops)."""
     n = S.shape[0]
-    x0, x1, x2, x3 = X[r], X[r + 1], X[r + 2], X[r + 3]
-    y0, y1, y2, y3 = P[r], P[r + 1], P[r + 2], P[r + 3]
-    P[r:r + 4] = 0.0
-    for i in range(n):
-        a0, a1, a2, a3 = x0[i], x1[i], x2[i], x3[i]
-        Si = S[i]
-        for j in range(i + 1):
-            w = Si[j]
-            y0[j] += a0 * w
-            y1[j] += a1 * w
-            y2[j] += a2 * w
-            y3[j] += a3 * w
+    c = np.empty((4, 8))
+    step = 1 if fwd else -1
+    m4 = m // 4 * 4
+    ngroups = (m4 + GROUP - 1) // GROUP
+    for job in range(ngroups + m - m4):
+        if job < ngroups:  # a group of four-row sets, four pivots per sweep
+            r0, r1, nq, B = job * GROUP, min(job * GROUP + GROUP, m4), 4, 4
+        else:  # one row, eight pivots per sweep
+            r0, r1, nq, B = m4 + job - ngroups, m4 + job - ngroups + 1, 1, 8
+        for r in range(r0, r1):
+            for j in range(n):
+                P[r, j] = X[r, j] if solve else 0.0
+        k = 0
+        while k < n:
+            b = min(B, n - k)
+            p0 = k if fwd else n - 1 - k
+            for r in range(r0, r1, nq):
+                for t in range(b):  # the block's own pivots
+                    p = p0 + t * step
+                    if solve:
+                        d = 1.0 / S[p, p]
+                        for q in range(nq):
+                            a = P[r + q, p] * d
+                            P[r + q, p] = a
+                            c[q, t] = a
+                    else:
+                        d = S[p, p]
+                        for q in range(nq):
+                            a = -X[r + q, p]
+                            P[r + q, p] -= a * d
+                            c[q, t] = a
+                    for u in range(t + 1, b):
+                        pu = p0 + u * step
+                        w = S[p, pu]
+                        for q in range(nq):
+                            P[r + q, pu] -= c[q, t] * w
+                if b == B:  # then every entry past the block (none after a short last block)
+                    lo, hi = (k + B, n) if fwd else (0, n - k - B)
+                    if nq == 4:
+                        _sweep4(P, r, S, p0, step, c, lo, hi)
+                    else:
+                        _sweep1(P, r, S, p0, step, c, lo, hi)
+            k += b
 
 
-@kernel(inline=True)
-def _forward4(X, r, S, P):
-    """:func:`row_forward` of rows ``r .. r+3`` in one sweep over ``S`` (the same operations per row)."""
-    n = S.shape[0]
-    y0, y1, y2, y3 = P[r], P[r + 1], P[r + 2], P[r + 3]
-    P[r:r + 4] = 0.0
-    for j in range(n):
-        a0, a1, a2, a3 = X[r, j], X[r + 1, j], X[r + 2, j], X[r + 3, j]
-        Sj = S[j, j:]
-        z0, z1, z2, z3 = y0[j:], y1[j:], y2[j:], y3[j:]
-        for i in range(n - j):
-            w = Sj[i]
-            z0[i] += a0 * w
-            z1[i] += a1 * w
-            z2[i] += a2 * w
-            z3[i] += a3 * w
+#: :func:`tri_rows` as a C function: ``(X, ldx, m, S, n, P, ldp, mode)``, ``X`` and ``P`` of ``m`` rows
+#: with leading dimensions ``ldx`` and ``ldp``, ``S`` ``n × n``; ``mode`` bit 0 ``fwd``, bit 1 ``solve``.
+ROWS_SIG = types.void(types.CPointer(types.float64), types.int64, types.int64, types.CPointer(types.float64),
+                      types.int64, types.CPointer(types.float64), types.int64, types.int64)
 
 
-@kernel(inline=True)
-def row_solve_forward(x, S, y):
-    """``y = L^-1 x`` with ``L`` the lower triangle of ``S`` (forward substitution, column sweeps).
-
-    Eight columns per sweep over the rest of ``y`` (:data:`SOLVE_BLOCK`): the block's own
-    triangle first, then each remaining entry takes the eight columns' terms in column order, the
-    operations of one-column sweeps in the same order (bitwise the same ``y``), with ``y`` loaded
-    and stored once per eight columns instead of once per column.
-    """
-    n = S.shape[0]
-    for i in range(n):
-        y[i] = x[i]
-    j = 0
-    while j + SOLVE_BLOCK <= n:
-        for t in range(SOLVE_BLOCK):
-            a = y[j + t] * (1.0 / S[j + t, j + t])
-            y[j + t] = a
-            for u in range(t + 1, SOLVE_BLOCK):
-                y[j + u] -= a * S[j + t, j + u]
-        c = j + SOLVE_BLOCK
-        _sweep8(y[j:c], S, j, c, n, y[c:], True)
-        j = c
-    while j < n:
-        a = y[j] * (1.0 / S[j, j])
-        y[j] = a
-        col = S[j, j + 1:]  # L[j+1:, j]
-        tail = y[j + 1:]
-        for i in range(n - j - 1):
-            tail[i] -= a * col[i]
-        j += 1
+@cfunc(ROWS_SIG, cache=True, fastmath=set(FASTMATH_FLAGS), error_model="numpy")
+def _tri_rows_c(x, ldx, m, s, n, p, ldp, mode):
+    if m > 0 and n > 0:
+        tri_rows(carray(x, (m, ldx)), carray(s, (n, n)), carray(p, (m, ldp)), m, (mode & 1) == 1, (mode & 2) == 2)
 
 
-@kernel(inline=True)
-def row_solve_backward(x, S, y):
-    """``y = L^-T x`` with ``L`` the lower triangle of ``S`` (backward substitution, row sweeps),
-    eight rows per sweep over the head of ``y`` as :func:`row_solve_forward` (bitwise the one-row
-    sweeps)."""
-    n = S.shape[0]
-    for i in range(n):
-        y[i] = x[i]
-    i = n - 1
-    while i + 1 >= SOLVE_BLOCK:
-        for t in range(SOLVE_BLOCK):
-            a = y[i - t] * (1.0 / S[i - t, i - t])
-            y[i - t] = a
-            for u in range(t + 1, SOLVE_BLOCK):
-                y[i - u] -= a * S[i - t, i - u]
-        h = i + 1 - SOLVE_BLOCK
-        _sweep8(y[h:i + 1][::-1], S, i, 0, h, y[:h], False)
-        i = h - 1
-    while i >= 0:
-        a = y[i] * (1.0 / S[i, i])
-        y[i] = a
-        row = S[i, :i]  # L[i, :i]
-        for j in range(i):
-            y[j] -= a * row[j]
-        i -= 1
-
-
-#: Columns (rows) of the factor per sweep of :func:`row_solve_forward` (:func:`row_solve_backward`).
-SOLVE_BLOCK = 8
-
-
-@kernel(inline=True)
-def _sweep8(a, S, first, c0, c1, z, down):
-    """``z[i] -= a[t] * S[first ± t, c0 + i]`` for ``t = 0 .. 7`` in that order, every ``i < c1 - c0``
-    (``+`` if ``down``, else ``-``): eight axpys over ``z`` fused into one pass."""
-    step = 1 if down else -1
-    a0, a1, a2, a3, a4, a5, a6, a7 = a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]
-    r0, r1, r2, r3 = S[first, c0:c1], S[first + step, c0:c1], S[first + 2 * step, c0:c1], S[first + 3 * step, c0:c1]
-    r4, r5, r6, r7 = (S[first + 4 * step, c0:c1], S[first + 5 * step, c0:c1], S[first + 6 * step, c0:c1],
-                      S[first + 7 * step, c0:c1])
-    for i in range(c1 - c0):
-        v = z[i]
-        v -= a0 * r0[i]
-        v -= a1 * r1[i]
-        v -= a2 * r2[i]
-        v -= a3 * r3[i]
-        v -= a4 * r4[i]
-        v -= a5 * r5[i]
-        v -= a6 * r6[i]
-        v -= a7 * r7[i]
-        z[i] = v
-
-
-@kernel(inline=True)
-def _solve_forward4(X, r, S, P):
-    """:func:`row_solve_forward` of rows ``r .. r+3`` in one sweep over ``S`` (the same operations per row)."""
-    n = S.shape[0]
-    y0, y1, y2, y3 = P[r], P[r + 1], P[r + 2], P[r + 3]
-    for q in range(4):  # loops, not a slice assignment: its shape check costs compile time
-        for j in range(X.shape[1]):
-            P[r + q, j] = X[r + q, j]
-    for j in range(n):
-        d = 1.0 / S[j, j]
-        a0 = y0[j] * d
-        a1 = y1[j] * d
-        a2 = y2[j] * d
-        a3 = y3[j] * d
-        y0[j], y1[j], y2[j], y3[j] = a0, a1, a2, a3
-        col = S[j, j + 1:]
-        z0, z1, z2, z3 = y0[j + 1:], y1[j + 1:], y2[j + 1:], y3[j + 1:]
-        for i in range(n - j - 1):
-            w = col[i]
-            z0[i] -= a0 * w
-            z1[i] -= a1 * w
-            z2[i] -= a2 * w
-            z3[i] -= a3 * w
-
-
-@kernel(inline=True)
-def _solve_backward4(X, r, S, P):
-    """:func:`row_solve_backward` of rows ``r .. r+3`` in one sweep over ``S`` (the same operations per row)."""
-    n = S.shape[0]
-    y0, y1, y2, y3 = P[r], P[r + 1], P[r + 2], P[r + 3]
-    for q in range(4):  # loops, not a slice assignment: its shape check costs compile time
-        for j in range(X.shape[1]):
-            P[r + q, j] = X[r + q, j]
-    for i in range(n - 1, -1, -1):
-        d = 1.0 / S[i, i]
-        a0 = y0[i] * d
-        a1 = y1[i] * d
-        a2 = y2[i] * d
-        a3 = y3[i] * d
-        y0[i], y1[i], y2[i], y3[i] = a0, a1, a2, a3
-        row = S[i, :i]
-        for j in range(i):
-            w = row[j]
-            y0[j] -= a0 * w
-            y1[j] -= a1 * w
-            y2[j] -= a2 * w
-            y3[j] -= a3 * w
+# registered before any kernel calling it is compiled or loaded from the cache (as the BLAS symbols)
+llvm.add_symbol("fastsm_tri_rows", _tri_rows_c.address)
+rows_call = types.ExternalFunction("fastsm_tri_rows", ROWS_SIG)
 
 
 @kernel()
 def rows_product(X, r0, h, S, fwd, P, solve=False):
-    """``P[r] = W X[r]`` (``fwd``) or ``W^T X[r]`` for ``r`` in ``r0 .. r0+h-1``, ``W`` the lower
-    triangle of ``S`` (symmetric storage): four rows per sweep over ``S``, the rest one by one.
-    Every row gets the same operations either way, so the result of a row does not depend on
-    ``r0``, ``h`` or the other rows.  With ``solve`` the lower triangle of ``S`` is a Cholesky
-    factor ``L`` and ``W = L^-1``: the rows are solved by substitution (same sweeps)."""
-    r = r0
-    while r + 4 <= r0 + h:
-        if solve:
-            if fwd:
-                _solve_forward4(X, r, S, P)
-            else:
-                _solve_backward4(X, r, S, P)
-        elif fwd:
-            _forward4(X, r, S, P)
-        else:
-            _backward4(X, r, S, P)
-        r += 4
-    while r < r0 + h:
-        if solve:
-            if fwd:
-                row_solve_forward(X[r], S, P[r])
-            else:
-                row_solve_backward(X[r], S, P[r])
-        elif fwd:
-            row_forward(X[r], S, P[r])
-        else:
-            row_backward(X[r], S, P[r])
-        r += 1
+    """``P[r] = M X[r]`` (``fwd``) or ``M^T X[r]`` for ``r`` in ``r0 .. r0+h-1``, ``M`` the lower triangle of
+    ``S`` (symmetric storage; ``X``, ``P`` C-contiguous 2-D); with ``solve`` ``M^-1 X[r]`` or ``M^-T X[r]``.
+    :func:`tri_rows` through :data:`rows_call`; a row's result does not depend on ``r0`` or ``h``."""
+    n = S.shape[0]
+    if h > 0:
+        rows_call(ptr(X, r0 * X.shape[1]), X.shape[1], h, ptr(S, 0), n, ptr(P, r0 * P.shape[1]), P.shape[1],
+                  (1 if fwd else 0) + (2 if solve else 0))
+
+
+class ProductPlan(NamedTuple):
+    """Which factors of :func:`run_products` are Cholesky factors ``L`` (models in Cholesky form): bit ``f``
+    of ``solve`` for factor ``f``; a "product with ``W = L^-1``" by such a factor is a substitution.
+    ``0``: every factor is multiplied (inverse factors ``W``, and IKLTGP's ``G`` in every form)."""
+
+    solve: int
+
+
+@kernel()
+def solves(plan, factor):
+    """Whether factor ``factor`` (0 or 1) of ``plan``'s products is a Cholesky factor (:class:`ProductPlan`)."""
+    return (plan.solve >> factor) & 1 == 1
+
+
+@kernel(inline=True)
+def run_products(work, M0, M1, ops, m, plan):
+    """Products of row buffers with lower-triangular factors, in this thread.
+
+    ``work`` is a stack of row buffers, ``M0`` and ``M1`` ``N × N`` factors in symmetric storage and
+    ``ops`` one row ``(source, factor, fwd, target)`` per product: ``work[target, :m]`` gets each row
+    ``x`` of ``work[source, :m]`` times ``M`` (``M0`` for factor 0, else ``M1``): ``M x`` (``fwd``) or
+    ``M^T x``, or for a factor that ``plan.solve`` marks ``M^-1 x`` or ``M^-T x``.  The products of one
+    call are independent (no target is another's source).  Every row by :data:`rows_call`: its result
+    depends on its own data and ``M`` only, so threads split the points, not the products
+    (:func:`fastsm._threads.run_chunks`).
+    """
+    n = work.shape[2]
+    size = work.shape[1] * n
+    for g in range(ops.shape[0]):
+        f = ops[g, 1]
+        M = M0 if f == 0 else M1
+        mode = (1 if ops[g, 2] == 1 else 0) + (2 if solves(plan, f) else 0)
+        rows_call(ptr(work, ops[g, 0] * size), n, m, ptr(M, 0), M.shape[0], ptr(work, ops[g, 3] * size), n, mode)
+
+
+@kernel()
+def tri_products(work, M0, M1, ops, m, plan):
+    """:func:`run_products` called from Python (kernels call :func:`run_products` itself)."""
+    run_products(work, M0, M1, ops, m, plan)
+
+
+#: The plans of the two forms: every factor multiplied (inverse form), or both solved (Cholesky form;
+#: IKLTGP's ``G`` is multiplied: ``ProductPlan(1)``).
+MULTIPLY_PLAN = ProductPlan(0)
+SOLVE_PLAN = ProductPlan(3)
+
+
+def tri(A: np.ndarray, M: np.ndarray, forward: bool, *, solve: bool = False, stored: bool = False) -> np.ndarray:
+    """Each row ``x`` of ``A`` times a lower-triangular ``M``: ``M x`` (``forward``) or ``M^T x``; with
+    ``solve`` ``M^-1 x`` or ``M^-T x`` (substitutions), by :func:`tri_products` in this thread.  Only the
+    lower triangle of ``M`` is read, unless ``stored``: ``M`` is then in symmetric storage already."""
+    m, n = A.shape
+    if M.shape != (n, n):
+        raise ValueError(f"tri needs a square factor with {n} rows, got {M.shape}")
+    work = np.zeros((2, m, n))
+    work[0] = A
+    M = np.ascontiguousarray(M, dtype=np.float64)
+    S = M if stored else symmetric_storage(M)
+    tri_products(work, S, S, np.array([[0, 0, 1 if forward else 0, 1]], dtype=np.int64), m,
+                 SOLVE_PLAN if solve else MULTIPLY_PLAN)
+    return work[1]
 
 
 @kernel()

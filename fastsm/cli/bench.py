@@ -71,23 +71,20 @@ def dgemm_gflops(n: int, b: int, threads: int | None, repeat: int = 3) -> float:
     """The machine's DGEMM rate for a (b×n)·(n×n) product with ``threads`` threads.
 
     The best of NumPy's BLAS (multi-threaded DGEMM of the whole product) and
-    SciPy's BLAS driven by Numba threads over 256-row tiles (the path our kernels
-    use, :func:`fastsm._kernels.dgemm_rate.tiled_dgemm`): the two bundled OpenBLAS
+    SciPy's BLAS driven by Numba threads over 256-row tiles
+    (:func:`fastsm._kernels.dgemm_rate.tiled_dgemm`): the two bundled OpenBLAS
     builds differ by up to 2x here at N = 4000.
     """
     from fastsm._kernels.dgemm_rate import tiled_dgemm
-    from fastsm._kernels.gemm import TilePlan, padded_rows
     from fastsm._threads import thread_limits
 
     rng = np.random.default_rng(0)
     A, M = rng.random((b, n)), rng.random((n, n))
-    plan = TilePlan(np.array([256, 128, 64, 32, 16, 8, 4, 2, 1], dtype=np.int64), 1)
-    out = np.empty((padded_rows(b, plan), n))
-    A = np.vstack([A, np.zeros((out.shape[0] - b, n))])
+    out = np.empty((b, n))
     with threadpool_limits(resolve_threads(threads), user_api="blas"):
         t_numpy = best_of(lambda: A @ M, repeat)
     with thread_limits(threads):
-        t_blocked = best_of(lambda: tiled_dgemm(A, b, M, out, plan), repeat)
+        t_blocked = best_of(lambda: tiled_dgemm(A, M, out), repeat)
     return 2.0 * b * n * n / min(t_numpy, t_blocked) / 1e9
 
 

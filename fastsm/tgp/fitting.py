@@ -3,9 +3,9 @@
 A model keeps Cholesky factors, not inverses (*Cholesky form*, #55): ``K = L L^T`` with ``L``
 lower triangular, held in symmetric storage (lower triangle ``L``, upper ``L^T``).  With
 ``W = L^-1`` every Schur complement is a sum of squares, ``eta = k(z,z) - ||W k||^2``, and
-``K^-1 k = W^T (W k)``, every product with ``W`` a substitution with ``L`` (DTRSM tiles or row
-loops; docs/accuracy.md: 13-80x more accurate than products with an explicit ``W`` at
-``lambda <= 1e-6``, as fast).  IKLTGP's ``u^T K_X u`` with ``u = K_Y^-1 k`` is
+``K^-1 k = W^T (W k)``, every product with ``W`` a substitution with ``L`` (the row loops of
+:mod:`fastsm._kernels.tri_rows`; docs/accuracy.md: 13-80x more accurate than products with an
+explicit ``W`` at ``lambda <= 1e-6``, as fast).  IKLTGP's ``u^T K_X u`` with ``u = K_Y^-1 k`` is
 ``||G^T W_Y k||^2`` with ``G = W_Y L_X = L_Y^-1 L_X``, lower triangular too, kept explicit.
 
 Local models for IKLTGP or ``share="cluster"`` keep the *inverse form* (``W = L^-1`` explicit,
@@ -334,8 +334,8 @@ MIN_PIVOT: float = float(np.sqrt(np.finfo(np.float64).tiny))
 
 def cholesky_form(n: int, methods: tuple[str, ...]) -> bool:
     """Whether a small model of ``n`` points for ``methods`` is kept in Cholesky form
-    (:func:`factorize_cholesky`): up to ``config.ROW_PRODUCTS_MAX_N`` points (its products run
-    by row loops) and without IKLTGP (whose ``G = W_Y L_X`` is a product of both forms)."""
+    (:func:`factorize_cholesky`): up to ``config.ROW_PRODUCTS_MAX_N`` points (local models of one
+    or a few points per prediction) and without IKLTGP (whose ``G = W_Y L_X`` is a product of both forms)."""
     return n <= config.ROW_PRODUCTS_MAX_N and "ikl" not in methods
 
 
@@ -347,7 +347,7 @@ def factorize_cholesky(X: np.ndarray, Y: np.ndarray, params, sample_weight: np.n
     one GIL-free kernel (:func:`fastsm._kernels.cholesky.twin_factors`) on one BLAS thread: the
     factors of :func:`factorize`'s Gram matrices, as accurate as its ``dpotrf``'s (their own
     factorisation up to ``CHOLESKY_MAX_N`` points, bits independent of the BLAS).  Every product with ``W = L^-1``
-    is then a substitution with ``L`` (:func:`fastsm._kernels.tri_rows.rows_product`).  The ridge
+    is then a substitution with ``L`` (:mod:`fastsm._kernels.tri_rows`).  The ridge
     start and the spread come from :func:`fastsm._kernels.ridge.ridge_start` (:func:`ridge`'s
     problem, to rounding).
 

@@ -51,8 +51,8 @@ from fastsm import config
 from fastsm._kernels.knn import Local, knn_rows, outcome
 from fastsm._kernels.objectives import SM
 from fastsm._kernels.predict import GIVEN, Run
+from fastsm._kernels.tri_rows import SOLVE_PLAN
 from fastsm._memory import FIT_MATRICES, check_memory
-from fastsm._products import ROW_SOLVE_PLAN
 from fastsm._progress import Progress
 from fastsm._threads import resolve_threads, stop_requested, thread_limits, worker_pool
 from fastsm._validation import as_2d, check_choice, check_int
@@ -170,7 +170,7 @@ class _KnnBlocks:
         y0 = self.Y0[rows] if self.spec.start == GIVEN else np.empty((m, dy))
         with thread_limits(1):
             knn_rows(self.local, self.X[rows], np.ascontiguousarray(members), np.ascontiguousarray(y0), self.spec,
-                     ROW_SOLVE_PLAN, self.stop, res)
+                     SOLVE_PLAN, self.stop, res)
         if self.stop[0]:
             return 0
         out = self.out

@@ -181,9 +181,9 @@ def local_model(X: np.ndarray, Y: np.ndarray, params: TGPParams, methods: tuple[
     C-contiguous; ``params`` resolved), single-threaded (groups run side by side).
 
     With ``rows`` (one or a few points per model: ``share`` other than ``"cluster"``) a model of
-    at most ``config.ROW_PRODUCTS_MAX_N`` points multiplies by row loops, and for KLTGP and SMTGP
-    it is kept in Cholesky form (:func:`fastsm.tgp.fitting.factorize_cholesky`: no inverse
-    formed, substitutions instead of products).
+    at most ``config.ROW_PRODUCTS_MAX_N`` points predicts by the fused kernel
+    (:func:`fastsm.tgp.views.with_row_products`), and for KLTGP and SMTGP it is kept in Cholesky form
+    (:func:`fastsm.tgp.fitting.factorize_cholesky`: no inverse formed, substitutions instead of products).
     """
     if rows and cholesky_form(X.shape[0], methods):
         parts = factorize_cholesky(X, Y, params, sample_weight)

@@ -38,6 +38,7 @@ from fastsm.tgp.views import (
     fitted,
     held_rows,
     objective_view,
+    predicts_few,
     products_plan,
 )
 
@@ -293,7 +294,7 @@ def evaluate(model: TGPModel, method: str, F, eta_x, Yb, val, grad, *, beta: flo
     out = obj.Evaluations(val, grad, np.empty(m), np.empty(m), np.zeros(m, dtype=np.int64))
     obj.evaluate_rows(objective_view(model, method, model.params.beta if beta is None else beta, loo),
                       obj.Points(F, eta_x, held_rows(held, m, loo)), np.arange(m), np.ascontiguousarray(Yb), out,
-                      obj.Products(obj.workspace(m, model.n_train, plan.heights[0]), plan),
+                      obj.Products(obj.workspace(m, model.n_train), plan),
                       cubic_factors(model, method))
     return out.eta_y, out.eta_xy
 
@@ -316,7 +317,7 @@ def predict_global(model: TGPModel, X: np.ndarray, opts: PredictOptions) -> Pred
     substitutions run by row loops (a local model's) by :func:`predict_fused`, others by
     :func:`predict_staged` (bitwise the same; the fused kernel saves the stages' calls where a
     model predicts one or a few points)."""
-    fused = model.factor_form == "cholesky" and products_plan(model).rows and opts.method in ("kl", "sm")
+    fused = model.factor_form == "cholesky" and predicts_few(model) and opts.method in ("kl", "sm")
     return predict_fused(model, X, opts) if fused else predict_staged(model, X, opts)
 
 

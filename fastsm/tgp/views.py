@@ -1,7 +1,7 @@
 """The kernels' views of a fitted :class:`~fastsm.tgp.model.TGPModel`: its arrays as NamedTuples
 (:class:`~fastsm._kernels.points.Fitted`, :class:`~fastsm._kernels.objectives.Objective`), its
-factors as the products read them, and how those products run (row loops, substitutions or DTRMM
-tiles).  The model itself holds data only; what a prediction derives from it is formed here.
+factors as the products read them (symmetric storage), and how those products run (substitutions
+or multiplications).  The model itself holds data only; what a prediction derives from it is formed here.
 """
 
 from __future__ import annotations
@@ -12,10 +12,9 @@ import numpy as np
 
 from fastsm import config
 from fastsm._kernels import objectives as obj
-from fastsm._kernels.gemm import TilePlan
 from fastsm._kernels.points import Fitted
+from fastsm._kernels.tri_rows import MULTIPLY_PLAN, SOLVE_PLAN, ProductPlan, symmetric_storage
 from fastsm._lapack import inverse_transposed
-from fastsm._products import ROW_PLAN, ROW_SOLVE_PLAN, product_factor, tile_plan
 from fastsm._threads import resolve_threads, thread_limits, worker_pool
 from fastsm.tgp.fitting import MODEL_PARTS, inverse_parts
 from fastsm.tgp.model import TGPModel, TGPParams
@@ -92,12 +91,11 @@ def eta_floor(p: TGPParams) -> float:
 
 def with_row_products(model: TGPModel) -> TGPModel:
     """``model``, or for a model of at most ``config.ROW_PRODUCTS_MAX_N`` training points a twin
-    sharing its arrays whose products run by row loops (:mod:`fastsm._kernels.tri_rows`): for models
-    that predict one or a few points at a time (KNN-local and region models), where a row loop is
-    2.0-3.4x faster than a one-row DTRMM call (``config.ROW_PRODUCTS_MAX_N``).  The twin holds its
-    factors as the row loops read them (symmetric storage, :func:`fastsm._products.product_factor`;
-    a model in Cholesky form stores ``L`` so already), formed here once.  Neither the row-loop choice
-    nor that storage is pickled: they belong to this process."""
+    sharing its arrays for models that predict one or a few points at a time (KNN-local and region
+    models, :func:`predicts_few`): their KLTGP and SMTGP predictions run fused, one kernel per batch.
+    The twin holds its factors as the row loops read them (symmetric storage; a model in Cholesky form
+    stores ``L`` so already), formed here once, where :func:`product_factors` forms them per call.
+    Neither is pickled: they belong to this process."""
     if model.n_train > config.ROW_PRODUCTS_MAX_N or model.__dict__.get("_row_products", False):
         return model
     parts = {name: getattr(model, name) for name in MODEL_PARTS}
@@ -105,31 +103,38 @@ def with_row_products(model: TGPModel) -> TGPModel:
     factors = {}
     for name in ("Wx", "Wy", "Wxy", "G"):
         if parts[name] is not None:
-            factors[name] = parts[name] if name in stored else product_factor(parts[name], ROW_PLAN)
+            factors[name] = parts[name] if name in stored else symmetric_storage(np.ascontiguousarray(parts[name]))
             factors[name].flags.writeable = False
     parts["_row_products"], parts["_product_factors"] = True, factors
     return TGPModel._from_parts(model.X, model.Y, model.params, model.methods, parts, model.sample_weight, copy=False)
 
 
-def products_plan(model: TGPModel, method: str = "kl") -> TilePlan:
-    """How ``model``'s products for ``method`` run: row loops (:func:`with_row_products`) or DTRSM/DTRMM
-    tiles of the checked menu for its ``N`` (batches of many points, BLAS-3).  In Cholesky form the
-    products with ``W = L^-1`` are substitutions (``plan.solve``), all but IKLTGP's with its explicit
-    ``G`` (the objective's second factor)."""
-    rows = model.__dict__.get("_row_products", False)
+def products_plan(model: TGPModel, method: str = "kl") -> ProductPlan:
+    """How ``model``'s products for ``method`` run: by the row loops (:mod:`fastsm._kernels.tri_rows`),
+    substitutions with ``L`` for a model in Cholesky form (``plan.solve``; all but IKLTGP's products with
+    its explicit ``G``, the objective's second factor), products with ``W`` for one in inverse form."""
     if model.factor_form == "cholesky":
-        plan = ROW_SOLVE_PLAN if rows else tile_plan(model.n_train)
-        return plan._replace(solve=1 if method == "ikl" else 3)
-    return ROW_PLAN if rows else tile_plan(model.n_train)
+        return ProductPlan(1) if method == "ikl" else SOLVE_PLAN
+    return MULTIPLY_PLAN
+
+
+def predicts_few(model: TGPModel) -> bool:
+    """Whether ``model`` predicts one or a few points per call (a KNN-local or region model,
+    :func:`with_row_products`): its KLTGP and SMTGP predictions then run fused, one kernel per batch
+    (:func:`fastsm.tgp.prediction.predict_fused`)."""
+    return bool(model.__dict__.get("_row_products", False))
 
 
 def product_factors(model: TGPModel) -> dict[str, np.ndarray]:
-    """``model``'s triangular factors as its products read them: the factors themselves, or for row
-    loops in symmetric storage (:func:`with_row_products`)."""
+    """``model``'s triangular factors as the row loops read them, in symmetric storage
+    (:func:`~fastsm._kernels.tri_rows.symmetric_storage`): a model in Cholesky form stores its ``L`` so,
+    :func:`with_row_products`'s twin holds all of them so; the others are formed here."""
     found = model.__dict__.get("_product_factors")
     if found is not None:
         return found
-    return {name: getattr(model, name) for name in ("Wx", "Wy", "Wxy", "G") if getattr(model, name) is not None}
+    stored = {"Wx", "Wy", "Wxy"} if model.factor_form == "cholesky" else set()
+    factors = {name: getattr(model, name) for name in ("Wx", "Wy", "Wxy", "G") if getattr(model, name) is not None}
+    return {name: M if name in stored else symmetric_storage(np.ascontiguousarray(M)) for name, M in factors.items()}
 
 
 def read_only(a: np.ndarray) -> np.ndarray:
