@@ -28,7 +28,7 @@ from threadpoolctl import threadpool_limits
 from fastsm._kernels import objectives as O
 from fastsm._kernels.objectives import Evaluations, Points, Products, ops2, workspace
 from fastsm._kernels.rbf import kernel_row
-from fastsm._kernels.tri_rows import tri_products
+from fastsm._kernels.tri_rows import run_products
 from fastsm._threads import thread_limits
 from fastsm.cli.bench import best_of, dgemm_gflops, make_problem
 from fastsm.tgp import prediction as api
@@ -85,9 +85,9 @@ def _parts(model, X, Y, n: int, b: int) -> dict:
     bwd = ops2(O.Z1_ROW, 0, 0, O.R1_ROW, O.Z2_ROW, 1, 0, O.R2_ROW)
     calls = {"whole evaluation": lambda: O.evaluate_rows(obj, pts, idx, Yt, out, prod, None),
              "kernel rows": lambda: _kernel_rows(obj, Yt, work, b),
-             "forward products": lambda: tri_products(work, obj.W1, obj.W2, fwd, b, plan),
+             "forward products": lambda: run_products(work, obj.W1, obj.W2, fwd, b, plan),
              "per-row work": lambda: _middle_rows(obj, pts, idx, work, out, b),
-             "backward products": lambda: tri_products(work, obj.W1, obj.W2, bwd, b, plan),
+             "backward products": lambda: run_products(work, obj.W1, obj.W2, bwd, b, plan),
              "value and gradient": lambda: _value_rows(obj, pts, idx, Yt, work, out, b)}
     t = {name: best_of(fn, 5, 1.0) for name, fn in calls.items()}
     med = {name: median_of(fn) for name, fn in calls.items()}

@@ -3,7 +3,7 @@
 For each order ``n`` and number of rows ``m``, one forward (``x -> M x``) and one backward
 (``x -> M^T x``) product of ``m`` rows with a lower-triangular ``n × n`` factor, by the row loops
 of :mod:`fastsm._kernels.tri_rows` as the objective's kernel runs them
-(:func:`fastsm._kernels.tri_rows.tri_products`, one thread, factor in symmetric storage) and by
+(:func:`fastsm._kernels.tri_rows.run_products`, one thread, factor in symmetric storage) and by
 DTRMM calls of at most 256 rows (SciPy's BLAS, one thread; the rows in place, as fastsm's DTRMM
 tiles ran before #55).  With ``--solve`` the factor is a Cholesky factor ``L`` and the products are
 the substitutions ``L^-1 x`` and ``L^-T x`` (DTRSM).  Best of ``--repeat`` calls, JIT excluded.
@@ -19,7 +19,7 @@ import time
 import numpy as np
 from scipy.linalg import blas
 
-from fastsm._kernels.tri_rows import MULTIPLY_PLAN, SOLVE_PLAN, symmetric_storage, tri_products
+from fastsm._kernels.tri_rows import MULTIPLY_PLAN, SOLVE_PLAN, run_products, symmetric_storage
 from fastsm._threads import thread_limits
 
 TILE = 256
@@ -71,7 +71,7 @@ def main() -> None:
                     X = work[0].copy()
 
                     def rows(work=work, ops=ops, m=m, S=S, plan=plan):
-                        tri_products(work, S, S, ops, m, plan)
+                        run_products(work, S, S, ops, m, plan)
 
                     def tiles(X=X, fwd=fwd, M=M):
                         blas_rows(X, M, fwd == 1, args.solve)

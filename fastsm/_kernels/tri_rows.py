@@ -181,7 +181,7 @@ def solves(plan, factor):
     return (plan.solve >> factor) & 1 == 1
 
 
-@kernel(inline=True)
+@kernel()
 def run_products(work, M0, M1, ops, m, plan):
     """Products of row buffers with lower-triangular factors, in this thread.
 
@@ -202,12 +202,6 @@ def run_products(work, M0, M1, ops, m, plan):
         rows_call(ptr(work, ops[g, 0] * size), n, m, ptr(M, 0), M.shape[0], ptr(work, ops[g, 3] * size), n, mode)
 
 
-@kernel()
-def tri_products(work, M0, M1, ops, m, plan):
-    """:func:`run_products` called from Python (kernels call :func:`run_products` itself)."""
-    run_products(work, M0, M1, ops, m, plan)
-
-
 #: The plans of the two forms: every factor multiplied (inverse form), or both solved (Cholesky form;
 #: IKLTGP's ``G`` is multiplied: ``ProductPlan(1)``).
 MULTIPLY_PLAN = ProductPlan(0)
@@ -216,7 +210,7 @@ SOLVE_PLAN = ProductPlan(3)
 
 def tri(A: np.ndarray, M: np.ndarray, forward: bool, *, solve: bool = False, stored: bool = False) -> np.ndarray:
     """Each row ``x`` of ``A`` times a lower-triangular ``M``: ``M x`` (``forward``) or ``M^T x``; with
-    ``solve`` ``M^-1 x`` or ``M^-T x`` (substitutions), by :func:`tri_products` in this thread.  Only the
+    ``solve`` ``M^-1 x`` or ``M^-T x`` (substitutions), by :func:`run_products` in this thread.  Only the
     lower triangle of ``M`` is read, unless ``stored``: ``M`` is then in symmetric storage already."""
     m, n = A.shape
     if M.shape != (n, n):
@@ -225,7 +219,7 @@ def tri(A: np.ndarray, M: np.ndarray, forward: bool, *, solve: bool = False, sto
     work[0] = A
     M = np.ascontiguousarray(M, dtype=np.float64)
     S = M if stored else symmetric_storage(M)
-    tri_products(work, S, S, np.array([[0, 0, 1 if forward else 0, 1]], dtype=np.int64), m,
+    run_products(work, S, S, np.array([[0, 0, 1 if forward else 0, 1]], dtype=np.int64), m,
                  SOLVE_PLAN if solve else MULTIPLY_PLAN)
     return work[1]
 
