@@ -44,6 +44,17 @@ def ptr(typingctx, arr, offset):
     return sig, codegen
 
 
+@intrinsic
+def shift(typingctx, p, offset):
+    """The pointer ``p`` moved by ``offset`` elements (pointer arithmetic for a C function's arguments)."""
+    sig = p(p, types.intp)
+
+    def codegen(context, builder, signature, args):
+        return builder.gep(args[0], [args[1]])
+
+    return sig, codegen
+
+
 @kernel()
 def potrf_symmetric(A):
     """Factorise the symmetric ``A = L L^T`` in place into symmetric storage by LAPACK's ``dpotrf``;

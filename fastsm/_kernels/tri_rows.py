@@ -9,26 +9,27 @@ factor ``M``, its strict upper triangle ``M^T``, so that row ``p`` of ``M`` (``S
   IKLTGP's ``G``);
 * ``M^-1 x`` or ``M^-T x``: a substitution with a Cholesky factor ``M = L`` (models in Cholesky form).
 
-All four are one loop: the pivots ``p`` are taken in order (ascending forward, descending backward) and
-each pivot's coefficient ``a`` — ``-x[p]`` for a product, the solved entry ``y[p] * (1 / L[p, p])``
-for a substitution — is taken out of every entry it reaches, ``y[i] -= a * S[p, i]`` along ``S``'s
-row ``p`` (a column of ``M`` forward, a row backward).  An entry therefore takes its terms one at a
-time in pivot order, one multiply and one subtraction each (no fused multiply-add:
+The pivots ``p`` are taken in order (ascending forward, descending backward) and each pivot's
+coefficient ``a`` — ``-x[p]`` for a product, the solved entry ``y[p] * (1 / L[p, p])`` for a
+substitution — is taken out of every entry it reaches, ``y[i] -= a * S[p, i]`` along ``S``'s row
+``p`` (a column of ``M`` forward, a row backward).  An entry therefore takes its terms one at a time
+in pivot order, one multiply and one subtraction each (no fused multiply-add:
 ``config.FASTMATH_FLAGS``): its bits depend on its row and ``S`` only — not on the other rows of the
-call, the thread, the CPU or the BLAS (there is none).  The substitutions are backward stable; DTRSM
-tiles of OpenBLAS were 10-20x less accurate on the near-duplicate sets of #55 (docs/accuracy.md).
+call, the thread, the CPU or the BLAS (there is none).  The substitutions are backward stable; the
+DTRSM tiles they replaced were 10-20x less accurate on the near-duplicate sets of #55
+(docs/accuracy.md).
 
-For speed the pivots are taken in blocks: four rows at a time take four pivots per sweep over the
-rest of their entries (each ``S`` entry loaded once for sixteen multiply-subtracts), in groups of
-:data:`GROUP` rows that stay in cache while ``S`` streams once for all of them; rows left over take
-eight pivots per sweep.  Blocking changes only which loads are shared, not the operations of an
-entry.  On this project's 2-core AVX-512 machine, against the DTRSM/DTRMM tiles it replaced, one
-thread: 64-256 rows of ``N = 1000-2000`` 0.83-1.10x the time, 4-16 rows 0.5-0.6x
-(``benchmarks/tri_rows.py``).
+For speed, sets of four rows take four pivots per sweep over the rest of their entries (each ``S``
+entry loaded once for sixteen multiply-subtracts), in groups of :data:`GROUP` rows that stay in
+cache while ``S`` streams once for all of them (:func:`rows4`); a row left over is solved with eight
+pivots per sweep (:func:`row_solve_forward`, :func:`row_solve_backward`) or multiplied one pivot per
+sweep (:func:`row_product`).  Blocking changes which loads are shared, not an entry's operations.
+Against OpenBLAS's DTRSM on one thread (``benchmarks/tri_rows.py --solve``): 64-256 rows of
+``N = 1000-2000`` as fast (BLAS / rows 0.97-1.15), 16 rows 1.5x faster, one row 2.7-3x faster.
 
-The loops are compiled once, as a C function (:data:`rows_call`, a ``cfunc`` cached like every kernel),
-and kernels call it by symbol as they call BLAS: compiled into every kernel that runs products, they
-cost the cold start several seconds (#54).
+The loops are compiled once, as two C functions (cached ``cfunc``s: :func:`rows4`, and the rows left
+over), that kernels call by symbol as they call LAPACK (:func:`rows_call`): compiled into every
+kernel that runs products, they cost the cold start several seconds (#54).
 """
 
 from __future__ import annotations
@@ -39,10 +40,10 @@ import llvmlite.binding as llvm
 import numpy as np
 from numba import carray, cfunc, types
 
-from fastsm._kernels.linalg import ptr
+from fastsm._kernels.linalg import ptr, shift
 from fastsm.config import FASTMATH_FLAGS, kernel
 
-#: Rows of one group of :func:`tri_rows` (four-row sets sweeping ``S`` together).
+#: Rows of one group of :func:`rows4` (four-row sets sweeping ``S`` together).
 GROUP = 64
 
 
@@ -77,90 +78,187 @@ def _sweep4(P, r, S, p0, step, c, lo, hi):
 
 
 @kernel(inline=True)
-def _sweep1(P, r, S, p0, step, c, lo, hi):
-    """Row ``r`` of ``P``, entries ``lo .. hi-1``: ``-= c[0, t] * S[p0 + t step]`` for ``t = 0 .. 7``."""
-    s0, s1, s2, s3 = S[p0, lo:hi], S[p0 + step, lo:hi], S[p0 + 2 * step, lo:hi], S[p0 + 3 * step, lo:hi]
-    s4, s5, s6, s7 = S[p0 + 4 * step, lo:hi], S[p0 + 5 * step, lo:hi], S[p0 + 6 * step, lo:hi], S[p0 + 7 * step, lo:hi]
-    z = P[r, lo:hi]
-    a0, a1, a2, a3, a4, a5, a6, a7 = c[0, 0], c[0, 1], c[0, 2], c[0, 3], c[0, 4], c[0, 5], c[0, 6], c[0, 7]
-    for i in range(hi - lo):
-        z[i] = (z[i] - a0 * s0[i] - a1 * s1[i] - a2 * s2[i] - a3 * s3[i]
-                - a4 * s4[i] - a5 * s5[i] - a6 * s6[i] - a7 * s7[i])
-
-
-@kernel(inline=True)
-def tri_rows(X, S, P, m, fwd, solve):
-    """``P[r, :n]`` for ``r < m``: row ``X[r, :n]`` times the lower triangle ``M`` of ``S`` (``n × n``,
-    symmetric storage): ``M x`` (``fwd``) or ``M^T x``; with ``solve`` ``M^-1 x`` or ``M^-T x``.
-    ``X`` and ``P`` are distinct (see the module docstring for the loops)."""
+def rows4(X, S, P, m, fwd, solve):
+    """``P[r, :n]`` for ``r < m`` (``m`` a multiple of four): row ``X[r, :n]`` times the lower triangle ``M``
+    of ``S`` (``n × n``, symmetric storage): ``M x`` (``fwd``) or ``M^T x``; with ``solve`` ``M^-1 x`` or
+    ``M^-T x``.  Four rows and four pivots per sweep, in groups of :data:`GROUP` rows (module docstring)."""
     n = S.shape[0]
-    c = np.empty((4, 8))
+    c = np.empty((4, 4))
     step = 1 if fwd else -1
-    m4 = m // 4 * 4
-    ngroups = (m4 + GROUP - 1) // GROUP
-    for job in range(ngroups + m - m4):
-        if job < ngroups:  # a group of four-row sets, four pivots per sweep
-            r0, r1, nq, B = job * GROUP, min(job * GROUP + GROUP, m4), 4, 4
-        else:  # one row, eight pivots per sweep
-            r0, r1, nq, B = m4 + job - ngroups, m4 + job - ngroups + 1, 1, 8
+    for r0 in range(0, m, GROUP):
+        r1 = min(r0 + GROUP, m)
         for r in range(r0, r1):
             for j in range(n):
                 P[r, j] = X[r, j] if solve else 0.0
         k = 0
         while k < n:
-            b = min(B, n - k)
+            b = min(4, n - k)
             p0 = k if fwd else n - 1 - k
-            for r in range(r0, r1, nq):
+            for r in range(r0, r1, 4):
                 for t in range(b):  # the block's own pivots
                     p = p0 + t * step
-                    if solve:
-                        d = 1.0 / S[p, p]
-                        for q in range(nq):
+                    d = 1.0 / S[p, p] if solve else S[p, p]
+                    for q in range(4):
+                        if solve:
                             a = P[r + q, p] * d
                             P[r + q, p] = a
-                            c[q, t] = a
-                    else:
-                        d = S[p, p]
-                        for q in range(nq):
+                        else:
                             a = -X[r + q, p]
                             P[r + q, p] -= a * d
-                            c[q, t] = a
-                    for u in range(t + 1, b):
-                        pu = p0 + u * step
-                        w = S[p, pu]
-                        for q in range(nq):
-                            P[r + q, pu] -= c[q, t] * w
-                if b == B:  # then every entry past the block (none after a short last block)
-                    lo, hi = (k + B, n) if fwd else (0, n - k - B)
-                    if nq == 4:
-                        _sweep4(P, r, S, p0, step, c, lo, hi)
-                    else:
-                        _sweep1(P, r, S, p0, step, c, lo, hi)
+                        c[q, t] = a
+                        for u in range(t + 1, b):
+                            pu = p0 + u * step
+                            P[r + q, pu] -= a * S[p, pu]
+                if b == 4:  # then every entry past the block (none after a short last block)
+                    lo, hi = (k + 4, n) if fwd else (0, n - k - 4)
+                    _sweep4(P, r, S, p0, step, c, lo, hi)
             k += b
 
 
-#: :func:`tri_rows` as a C function: ``(X, ldx, m, S, n, P, ldp, mode)``, ``X`` and ``P`` of ``m`` rows
-#: with leading dimensions ``ldx`` and ``ldp``, ``S`` ``n × n``; ``mode`` bit 0 ``fwd``, bit 1 ``solve``.
+@kernel(inline=True)
+def _sweep8(a, S, first, step, c0, c1, z):
+    """``z[i] -= a[t] * S[first + t step, c0 + i]`` for ``t = 0 .. 7`` in that order, every ``i < c1 - c0``."""
+    a0, a1, a2, a3, a4, a5, a6, a7 = a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]
+    r0, r1, r2, r3 = S[first, c0:c1], S[first + step, c0:c1], S[first + 2 * step, c0:c1], S[first + 3 * step, c0:c1]
+    r4, r5, r6, r7 = (S[first + 4 * step, c0:c1], S[first + 5 * step, c0:c1], S[first + 6 * step, c0:c1],
+                      S[first + 7 * step, c0:c1])
+    for i in range(c1 - c0):
+        v = z[i]
+        v -= a0 * r0[i]
+        v -= a1 * r1[i]
+        v -= a2 * r2[i]
+        v -= a3 * r3[i]
+        v -= a4 * r4[i]
+        v -= a5 * r5[i]
+        v -= a6 * r6[i]
+        v -= a7 * r7[i]
+        z[i] = v
+
+
+@kernel(inline=True)
+def row_solve_forward(y, S):
+    """``y <- L^-1 y`` for one row: eight pivots per sweep, each block's own triangle first (the
+    operations of :func:`rows4`, in the same order)."""
+    n = S.shape[0]
+    j = 0
+    while j + 8 <= n:
+        for t in range(8):
+            a = y[j + t] * (1.0 / S[j + t, j + t])
+            y[j + t] = a
+            for u in range(t + 1, 8):
+                y[j + u] -= a * S[j + t, j + u]
+        _sweep8(y[j:j + 8], S, j, 1, j + 8, n, y[j + 8:])
+        j += 8
+    while j < n:
+        a = y[j] * (1.0 / S[j, j])
+        y[j] = a
+        col = S[j, j + 1:]
+        tail = y[j + 1:]
+        for i in range(n - j - 1):
+            tail[i] -= a * col[i]
+        j += 1
+
+
+@kernel(inline=True)
+def row_solve_backward(y, S):
+    """``y <- L^-T y`` for one row, as :func:`row_solve_forward` with the pivots descending."""
+    n = S.shape[0]
+    i = n - 1
+    while i + 1 >= 8:
+        for t in range(8):
+            a = y[i - t] * (1.0 / S[i - t, i - t])
+            y[i - t] = a
+            for u in range(t + 1, 8):
+                y[i - u] -= a * S[i - t, i - u]
+        h = i + 1 - 8
+        _sweep8(y[h:i + 1][::-1], S, i, -1, 0, h, y[:h])
+        i = h - 1
+    while i >= 0:
+        a = y[i] * (1.0 / S[i, i])
+        y[i] = a
+        row = S[i, :i]
+        for j in range(i):
+            y[j] -= a * row[j]
+        i -= 1
+
+
+@kernel(inline=True)
+def row_product(x, S, y, fwd):
+    """``y = M x`` (``fwd``) or ``M^T x`` for one row, one pivot per sweep: ``y`` takes ``x[p] M[:, p]``
+    for ``p`` ascending (forward) or descending (backward), the terms of :func:`rows4` in its order
+    (``v + x w`` is ``v - (-x) w`` bit for bit)."""
+    n = S.shape[0]
+    for i in range(n):
+        y[i] = 0.0
+    if fwd:
+        for p in range(n):
+            a = x[p]
+            col = S[p, p:]  # M[p:, p]
+            tail = y[p:]
+            for i in range(n - p):
+                tail[i] += a * col[i]
+    else:
+        for p in range(n - 1, -1, -1):
+            a = x[p]
+            row = S[p, :p + 1]  # M[p, :p+1]
+            for i in range(p + 1):
+                y[i] += a * row[i]
+
+
+#: The row loops' C functions: ``(X, ldx, m, S, n, P, ldp, mode)``, ``X`` and ``P`` of ``m`` rows with
+#: leading dimensions ``ldx`` and ``ldp``, ``S`` ``n × n``; ``mode`` bit 0 ``fwd``, bit 1 ``solve``.
 ROWS_SIG = types.void(types.CPointer(types.float64), types.int64, types.int64, types.CPointer(types.float64),
                       types.int64, types.CPointer(types.float64), types.int64, types.int64)
 
 
 @cfunc(ROWS_SIG, cache=True, fastmath=set(FASTMATH_FLAGS), error_model="numpy")
-def _tri_rows_c(x, ldx, m, s, n, p, ldp, mode):
-    if m > 0 and n > 0:
-        tri_rows(carray(x, (m, ldx)), carray(s, (n, n)), carray(p, (m, ldp)), m, (mode & 1) == 1, (mode & 2) == 2)
+def _rows4_c(x, ldx, m, s, n, p, ldp, mode):
+    rows4(carray(x, (m, ldx)), carray(s, (n, n)), carray(p, (m, ldp)), m, (mode & 1) == 1, (mode & 2) == 2)
 
 
-# registered before any kernel calling it is compiled or loaded from the cache (as the BLAS symbols)
-llvm.add_symbol("fastsm_tri_rows", _tri_rows_c.address)
-rows_call = types.ExternalFunction("fastsm_tri_rows", ROWS_SIG)
+@cfunc(ROWS_SIG, cache=True, fastmath=set(FASTMATH_FLAGS), error_model="numpy")
+def _row_c(x, ldx, m, s, n, p, ldp, mode):
+    S = carray(s, (n, n))
+    X = carray(x, (m, ldx))
+    P = carray(p, (m, ldp))
+    fwd = (mode & 1) == 1
+    for r in range(m):
+        y = P[r, :n]
+        if (mode & 2) == 2:
+            for j in range(n):
+                y[j] = X[r, j]
+            if fwd:
+                row_solve_forward(y, S)
+            else:
+                row_solve_backward(y, S)
+        else:
+            row_product(X[r, :n], S, y, fwd)
+
+
+# registered before any kernel calling them is compiled or loaded from the cache (as the BLAS symbols)
+llvm.add_symbol("fastsm_rows4", _rows4_c.address)
+llvm.add_symbol("fastsm_row", _row_c.address)
+_rows4_call = types.ExternalFunction("fastsm_rows4", ROWS_SIG)
+_row_call = types.ExternalFunction("fastsm_row", ROWS_SIG)
+
+
+@kernel()
+def rows_call(x, ldx, m, s, n, p, ldp, mode):
+    """The products of ``m`` rows at ``x`` into ``p`` (the C functions' arguments): sets of four rows by
+    :func:`rows4`, the rows left over one by one (:func:`row_solve_forward`, :func:`row_solve_backward`,
+    :func:`row_product`); every row gets the same operations either way."""
+    m4 = m // 4 * 4
+    if m4 > 0:
+        _rows4_call(x, ldx, m4, s, n, p, ldp, mode)
+    if m > m4:
+        _row_call(shift(x, m4 * ldx), ldx, m - m4, s, n, shift(p, m4 * ldp), ldp, mode)
 
 
 @kernel()
 def rows_product(X, r0, h, S, fwd, P, solve=False):
     """``P[r] = M X[r]`` (``fwd``) or ``M^T X[r]`` for ``r`` in ``r0 .. r0+h-1``, ``M`` the lower triangle of
     ``S`` (symmetric storage; ``X``, ``P`` C-contiguous 2-D); with ``solve`` ``M^-1 X[r]`` or ``M^-T X[r]``.
-    :func:`tri_rows` through :data:`rows_call`; a row's result does not depend on ``r0`` or ``h``."""
+    through :func:`rows_call`; a row's result does not depend on ``r0`` or ``h``."""
     n = S.shape[0]
     if h > 0:
         rows_call(ptr(X, r0 * X.shape[1]), X.shape[1], h, ptr(S, 0), n, ptr(P, r0 * P.shape[1]), P.shape[1],
