@@ -24,8 +24,9 @@ entry loaded once for sixteen multiply-subtracts), in groups of :data:`GROUP` ro
 cache while ``S`` streams once for all of them (:func:`rows4`); a row left over is solved with eight
 pivots per sweep (:func:`row_solve_forward`, :func:`row_solve_backward`) or multiplied one pivot per
 sweep (:func:`row_product`).  Blocking changes which loads are shared, not an entry's operations.
-Against OpenBLAS's DTRSM on one thread (``benchmarks/tri_rows.py --solve``): 64-256 rows of
-``N = 1000-2000`` as fast (BLAS / rows 0.97-1.15), 16 rows 1.5x faster, one row 2.7-3x faster.
+Against OpenBLAS's DTRSM on one thread (``benchmarks/tri_rows.py --solve``, BLAS time / row-loop
+time): 64-256 rows of ``N = 1000-2000`` 0.87-1.19, 16 rows 1.37-1.50, one or two rows 1.8-3.1;
+``N = 200`` 0.84-0.89 from 64 rows (docs/performance.md).
 
 The loops are compiled once, as two C functions (cached ``cfunc``s: :func:`rows4`, and the rows left
 over), that kernels call by symbol as they call LAPACK (:func:`rows_call`): compiled into every
