@@ -52,6 +52,23 @@ def _rel_errors(model, ref, X, Y, method):
     return np.array(out)
 
 
+def _decreases(ref, X, Y, spread, dtype=np.float64, **kw) -> np.ndarray:
+    """Per point, how much an independent bounded search (SciPy, +-1e-2 of the spread around the
+    prediction ``Y[i]``, one output) lowers ``ref``'s SMTGP objective, relative to its value there."""
+    d = 1e-2 * spread
+    out = np.empty(len(X))
+    for i in range(len(X)):
+        y0 = Y[i, 0]
+
+        def f(y, i=i):
+            return float(ref.value(X[i], np.array([y], dtype=dtype), "sm", **kw))
+
+        f0 = f(y0)
+        r = minimize_scalar(f, bounds=(y0 - d, y0 + d), method="bounded", options={"xatol": 1e-12})
+        out[i] = (f0 - min(r.fun, f0)) / abs(f0)
+    return out
+
+
 @needs_longdouble
 @pytest.mark.parametrize("method", ["sm", "kl", "ikl"])
 def test_objectives_on_toy1_match_long_double(toy1, toy1_ld, method):
@@ -97,18 +114,7 @@ def test_toy1_predictions_are_local_minima(toy1):
     reported converged.  Measured: 0 of 500, the largest decrease from a converged point 3.0e-11."""
     Xtr, Xte, Ytr, _, model = toy1
     pred = tgp.predict(model, Xte, method="sm")
-    ref = Reference(Xtr, Ytr, model.params)
-    d = 1e-2 * model.y_spread
-    decrease = np.empty(len(Xte))
-    for i in range(len(Xte)):
-        y0 = pred.y[i, 0]
-
-        def f(y, i=i):
-            return float(ref.value(Xte[i], np.array([y]), "sm"))
-
-        f0 = f(y0)
-        r = minimize_scalar(f, bounds=(y0 - d, y0 + d), method="bounded", options={"xatol": 1e-12})
-        decrease[i] = (f0 - min(r.fun, f0)) / abs(f0)
+    decrease = _decreases(Reference(Xtr, Ytr, model.params), Xte, pred.y, model.y_spread)
     assert np.mean(decrease <= 1e-8) >= 0.99
     assert decrease[pred.converged].max() <= 1e-8
 
@@ -154,18 +160,7 @@ def test_local_form_predictions_on_toy1_are_local_minima(toy1):
     loc = local_model(Xtr, Ytr, model.params, ("kl", "sm"))
     X = Xte[::5]
     pred = tgp.predict(loc, X, method="sm")
-    ref = Reference(Xtr, Ytr, model.params)
-    d = 1e-2 * model.y_spread
-    decrease = np.empty(len(X))
-    for i in range(len(X)):
-        y0 = pred.y[i, 0]
-
-        def f(y, i=i):
-            return float(ref.value(X[i], np.array([y]), "sm"))
-
-        f0 = f(y0)
-        r = minimize_scalar(f, bounds=(y0 - d, y0 + d), method="bounded", options={"xatol": 1e-12})
-        decrease[i] = (f0 - min(r.fun, f0)) / abs(f0)
+    decrease = _decreases(Reference(Xtr, Ytr, model.params), X, pred.y, model.y_spread)
     assert pred.converged.mean() >= 0.95, pred.converged.mean()
     assert decrease[pred.converged].max() <= 1e-8, decrease[pred.converged].max()
 
@@ -186,18 +181,7 @@ def test_converged_means_a_minimum_of_the_long_double_objective(lam):
     X, Y, Xt, p = _near_duplicates(lam)
     model = tgp.fit(X, Y, p)
     pred = tgp.predict(model, Xt, method="sm")
-    ref = Reference(X, Y, p, LD)
-    d = 1e-2 * model.y_spread
-    decrease = np.empty(len(Xt))
-    for k in range(len(Xt)):
-        y0 = pred.y[k, 0]
-
-        def f(y, k=k):
-            return float(ref.value(Xt[k], np.array([y], dtype=LD), "sm", beta=1.0))
-
-        f0 = f(y0)
-        r = minimize_scalar(f, bounds=(y0 - d, y0 + d), method="bounded", options={"xatol": 1e-12})
-        decrease[k] = (f0 - min(r.fun, f0)) / abs(f0)
+    decrease = _decreases(Reference(X, Y, p, LD), Xt, pred.y, model.y_spread, LD, beta=1.0)
     assert decrease[pred.converged].max(initial=0.0) <= 5e-7, decrease[pred.converged].max()
     assert pred.converged.mean() >= 0.6, pred.converged.mean()
 
