@@ -4,8 +4,8 @@ The NumPy references take the factor's pivots one at a time (ascending forward, 
 backward), each step one rounded product and one rounded difference per entry, in the order the
 module documents (a solved entry: the remaining value times the pivot's rounded reciprocal; a
 product's coefficient: ``-x[p]``): the kernels do exactly that (no fused multiply-add, no
-reassociation) whether a row is swept alone (eight pivots per sweep) or in a set of four (four
-pivots per sweep) inside a group of :data:`~fastsm._kernels.tri_rows.GROUP` rows, so every row's
+reassociation) whether a row is swept alone (four pivots per sweep, one for a product) or in a set
+of four (four pivots per sweep) inside a group of :data:`~fastsm._kernels.tri_rows.GROUP` rows, so every row's
 result is fixed by its own data whatever the batch.  Orders ``n`` below, above and at multiples
 of four and eight, and row counts across the sets and groups, are checked.
 """

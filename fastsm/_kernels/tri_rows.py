@@ -21,9 +21,10 @@ DTRSM tiles they replaced were 10-20x less accurate on the near-duplicate sets o
 
 For speed, sets of four rows take four pivots per sweep over the rest of their entries (each ``S``
 entry loaded once for sixteen multiply-subtracts), in groups of :data:`GROUP` rows that stay in
-cache while ``S`` streams once for all of them (:func:`rows4`); a row left over is solved with eight
-pivots per sweep (:func:`row_solve_forward`, :func:`row_solve_backward`) or multiplied one pivot per
-sweep (:func:`row_product`).  Blocking changes which loads are shared, not an entry's operations.
+cache while ``S`` streams once for all of them (:func:`rows4`); a row left over is solved with four
+pivots per sweep, each block's triangle in registers (:func:`row_solve_forward`,
+:func:`row_solve_backward`), or multiplied one pivot per sweep (:func:`row_product`).  Blocking
+changes which loads are shared, not an entry's operations.
 Against OpenBLAS's DTRSM on one thread (``benchmarks/tri_rows.py --solve``, BLAS time / row-loop
 time): 64-256 rows of ``N = 1000-2000`` 0.87-1.19, 16 rows 1.37-1.50, one or two rows 1.8-3.1;
 ``N = 200`` 0.84-0.89 from 64 rows (docs/performance.md).
@@ -117,39 +118,25 @@ def rows4(X, S, P, m, fwd, solve):
 
 
 @kernel(inline=True)
-def _sweep8(a, S, first, step, c0, c1, z):
-    """``z[i] -= a[t] * S[first + t step, c0 + i]`` for ``t = 0 .. 7`` in that order, every ``i < c1 - c0``."""
-    a0, a1, a2, a3, a4, a5, a6, a7 = a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]
-    r0, r1, r2, r3 = S[first, c0:c1], S[first + step, c0:c1], S[first + 2 * step, c0:c1], S[first + 3 * step, c0:c1]
-    r4, r5, r6, r7 = (S[first + 4 * step, c0:c1], S[first + 5 * step, c0:c1], S[first + 6 * step, c0:c1],
-                      S[first + 7 * step, c0:c1])
-    for i in range(c1 - c0):
-        v = z[i]
-        v -= a0 * r0[i]
-        v -= a1 * r1[i]
-        v -= a2 * r2[i]
-        v -= a3 * r3[i]
-        v -= a4 * r4[i]
-        v -= a5 * r5[i]
-        v -= a6 * r6[i]
-        v -= a7 * r7[i]
-        z[i] = v
-
-
-@kernel(inline=True)
 def row_solve_forward(y, S):
-    """``y <- L^-1 y`` for one row: eight pivots per sweep, each block's own triangle first (the
+    """``y <- L^-1 y`` for one row: four pivots per sweep, each block's own triangle first (the
     operations of :func:`rows4`, in the same order)."""
     n = S.shape[0]
     j = 0
-    while j + 8 <= n:
-        for t in range(8):
-            a = y[j + t] * (1.0 / S[j + t, j + t])
-            y[j + t] = a
-            for u in range(t + 1, 8):
-                y[j + u] -= a * S[j + t, j + u]
-        _sweep8(y[j:j + 8], S, j, 1, j + 8, n, y[j + 8:])
-        j += 8
+    while j + 4 <= n:
+        a0 = y[j] * (1.0 / S[j, j])
+        y1 = y[j + 1] - a0 * S[j, j + 1]
+        y2 = y[j + 2] - a0 * S[j, j + 2]
+        y3 = y[j + 3] - a0 * S[j, j + 3]
+        a1 = y1 * (1.0 / S[j + 1, j + 1])
+        y2 = y2 - a1 * S[j + 1, j + 2]
+        y3 = y3 - a1 * S[j + 1, j + 3]
+        a2 = y2 * (1.0 / S[j + 2, j + 2])
+        y3 = y3 - a2 * S[j + 2, j + 3]
+        a3 = y3 * (1.0 / S[j + 3, j + 3])
+        y[j], y[j + 1], y[j + 2], y[j + 3] = a0, a1, a2, a3
+        _sweep1(a0, a1, a2, a3, S[j, j + 4:], S[j + 1, j + 4:], S[j + 2, j + 4:], S[j + 3, j + 4:], y[j + 4:])
+        j += 4
     while j < n:
         a = y[j] * (1.0 / S[j, j])
         y[j] = a
@@ -165,15 +152,21 @@ def row_solve_backward(y, S):
     """``y <- L^-T y`` for one row, as :func:`row_solve_forward` with the pivots descending."""
     n = S.shape[0]
     i = n - 1
-    while i + 1 >= 8:
-        for t in range(8):
-            a = y[i - t] * (1.0 / S[i - t, i - t])
-            y[i - t] = a
-            for u in range(t + 1, 8):
-                y[i - u] -= a * S[i - t, i - u]
-        h = i + 1 - 8
-        _sweep8(y[h:i + 1][::-1], S, i, -1, 0, h, y[:h])
-        i = h - 1
+    while i + 1 >= 4:
+        a0 = y[i] * (1.0 / S[i, i])
+        y1 = y[i - 1] - a0 * S[i, i - 1]
+        y2 = y[i - 2] - a0 * S[i, i - 2]
+        y3 = y[i - 3] - a0 * S[i, i - 3]
+        a1 = y1 * (1.0 / S[i - 1, i - 1])
+        y2 = y2 - a1 * S[i - 1, i - 2]
+        y3 = y3 - a1 * S[i - 1, i - 3]
+        a2 = y2 * (1.0 / S[i - 2, i - 2])
+        y3 = y3 - a2 * S[i - 2, i - 3]
+        a3 = y3 * (1.0 / S[i - 3, i - 3])
+        y[i], y[i - 1], y[i - 2], y[i - 3] = a0, a1, a2, a3
+        h = i - 3
+        _sweep1(a0, a1, a2, a3, S[i, :h], S[i - 1, :h], S[i - 2, :h], S[i - 3, :h], y[:h])
+        i -= 4
     while i >= 0:
         a = y[i] * (1.0 / S[i, i])
         y[i] = a
@@ -181,6 +174,18 @@ def row_solve_backward(y, S):
         for j in range(i):
             y[j] -= a * row[j]
         i -= 1
+
+
+@kernel(inline=True)
+def _sweep1(a0, a1, a2, a3, r0, r1, r2, r3, z):
+    """``z[i] -= a0 r0[i]``, then ``a1 r1[i]``, ``a2 r2[i]``, ``a3 r3[i]``, for every ``i``."""
+    for i in range(z.shape[0]):
+        v = z[i]
+        v -= a0 * r0[i]
+        v -= a1 * r1[i]
+        v -= a2 * r2[i]
+        v -= a3 * r3[i]
+        z[i] = v
 
 
 @kernel(inline=True)
