@@ -23,10 +23,10 @@ from scipy.linalg.blas import dtrsm
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 from longdouble import Reference, _backward, _forward  # noqa: E402
+from products import tri  # noqa: E402
 
 from fastsm import tgp  # noqa: E402
 from fastsm._kernels.rbf import kernel_row  # noqa: E402
-from fastsm._kernels.tri_rows import tri  # noqa: E402
 from fastsm._threads import thread_limits  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

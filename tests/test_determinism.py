@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from fastsm import config, datasets, tgp
-from fastsm._kernels.tri_rows import tri
 from fastsm._threads import thread_limits
 from fastsm.tgp.local_model import local_model
 from fastsm.tgp.views import products_plan, with_row_products
+from tests.products import tri
 
 pytestmark = pytest.mark.determinism
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fastsm._kernels.tri_rows import GROUP, rows_product, symmetric_storage
+from fastsm._kernels.tri_rows import GROUP, MULTIPLY_PLAN, SOLVE_PLAN, run_products, symmetric_storage
 
 
 def _solve_forward(L, X):
@@ -68,10 +68,13 @@ def test_rows_are_the_pivot_sweeps(n, h, solve):
     refs = ((True, _solve_forward), (False, _solve_backward)) if solve else \
         ((True, _product_forward), (False, _product_backward))
     for forward, ref in refs:
-        P = np.full_like(X, np.nan)
-        rows_product(X, 1, h, S, forward, P, solve)
+        work = np.full((2, h + 2, n), np.nan)  # rows past h: untouched
+        work[0, :h] = X[1:h + 1]
+        run_products(work, S, S, np.array([[0, 0, int(forward), 1]], dtype=np.int64), h,
+                     SOLVE_PLAN if solve else MULTIPLY_PLAN)
+        P = np.vstack([np.full(n, np.nan), work[1, :h], np.full(n, np.nan)])
         np.testing.assert_array_equal(P[1:h + 1], ref(L, X[1:h + 1]))
-        assert np.isnan(P[0]).all() and np.isnan(P[h + 1]).all()  # rows outside r0 .. r0+h-1 untouched
+        assert np.isnan(work[1, h:]).all()  # rows outside 0 .. h-1 untouched
         dense = L if forward else L.T
         want = np.linalg.solve(dense, X[1:h + 1].T).T if solve else X[1:h + 1] @ dense.T
         np.testing.assert_allclose(P[1:h + 1], want, rtol=1e-12, atol=1e-12 * np.abs(want).max())

@@ -260,17 +260,6 @@ def rows_call(x, ldx, m, s, n, p, ldp, mode):
         _row_call(shift(x, m4 * ldx), ldx, m - m4, s, n, shift(p, m4 * ldp), ldp, mode)
 
 
-@kernel()
-def rows_product(X, r0, h, S, fwd, P, solve=False):
-    """``P[r] = M X[r]`` (``fwd``) or ``M^T X[r]`` for ``r`` in ``r0 .. r0+h-1``, ``M`` the lower triangle of
-    ``S`` (symmetric storage; ``X``, ``P`` C-contiguous 2-D); with ``solve`` ``M^-1 X[r]`` or ``M^-T X[r]``.
-    through :func:`rows_call`; a row's result does not depend on ``r0`` or ``h``."""
-    n = S.shape[0]
-    if h > 0:
-        rows_call(ptr(X, r0 * X.shape[1]), X.shape[1], h, ptr(S, 0), n, ptr(P, r0 * P.shape[1]), P.shape[1],
-                  (1 if fwd else 0) + (2 if solve else 0))
-
-
 class ProductPlan(NamedTuple):
     """Which factors of :func:`run_products` are Cholesky factors ``L`` (models in Cholesky form): bit ``f``
     of ``solve`` for factor ``f``; a "product with ``W = L^-1``" by such a factor is a substitution.
@@ -310,22 +299,6 @@ def run_products(work, M0, M1, ops, m, plan):
 #: IKLTGP's ``G`` is multiplied: ``ProductPlan(1)``).
 MULTIPLY_PLAN = ProductPlan(0)
 SOLVE_PLAN = ProductPlan(3)
-
-
-def tri(A: np.ndarray, M: np.ndarray, forward: bool, *, solve: bool = False, stored: bool = False) -> np.ndarray:
-    """Each row ``x`` of ``A`` times a lower-triangular ``M``: ``M x`` (``forward``) or ``M^T x``; with
-    ``solve`` ``M^-1 x`` or ``M^-T x`` (substitutions), by :func:`run_products` in this thread.  Only the
-    lower triangle of ``M`` is read, unless ``stored``: ``M`` is then in symmetric storage already."""
-    m, n = A.shape
-    if M.shape != (n, n):
-        raise ValueError(f"tri needs a square factor with {n} rows, got {M.shape}")
-    work = np.zeros((2, m, n))
-    work[0] = A
-    M = np.ascontiguousarray(M, dtype=np.float64)
-    S = M if stored else symmetric_storage(M)
-    run_products(work, S, S, np.array([[0, 0, 1 if forward else 0, 1]], dtype=np.int64), m,
-                 SOLVE_PLAN if solve else MULTIPLY_PLAN)
-    return work[1]
 
 
 @kernel()
