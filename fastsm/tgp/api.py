@@ -30,7 +30,7 @@ from fastsm.tgp.prediction import (
     predict_global,
     prepare_points,
 )
-from fastsm.tgp.views import model_factors, products_plan
+from fastsm.tgp.views import check_method_factors, products_plan
 
 
 def fit(
@@ -204,7 +204,7 @@ def objective(
     X, Y = check_pairs(model, X, Y)
     check_choice("method", method, METHODS)
     batch_size = check_int("batch_size", batch_size, low=1)
-    model_factors(model, method)  # a model without G cannot evaluate IKLTGP
+    check_method_factors(model, method)
     n, dy = Y.shape
     val = np.empty(n)
     grad = np.empty((n, dy))

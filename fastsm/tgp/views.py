@@ -125,15 +125,15 @@ def predicts_few(model: TGPModel) -> bool:
     return bool(model.__dict__.get("_row_products", False))
 
 
-def product_factors(model: TGPModel) -> dict[str, np.ndarray]:
-    """``model``'s triangular factors as the row loops read them, in symmetric storage
-    (:func:`~fastsm._kernels.tri_rows.symmetric_storage`): a model in Cholesky form stores its ``L`` so,
-    :func:`with_row_products`'s twin holds all of them so; the others are formed here."""
+def product_factors(model: TGPModel, names: tuple[str, ...] = ("Wx", "Wy", "Wxy", "G")) -> dict[str, np.ndarray]:
+    """``model``'s triangular factors ``names`` (those it has) as the row loops read them, in symmetric
+    storage (:func:`~fastsm._kernels.tri_rows.symmetric_storage`): a model in Cholesky form stores its ``L``
+    so, :func:`with_row_products`'s twin holds all of them so; the others are formed here, each once."""
     found = model.__dict__.get("_product_factors")
     if found is not None:
         return found
     stored = {"Wx", "Wy", "Wxy"} if model.factor_form == "cholesky" else set()
-    factors = {name: getattr(model, name) for name in ("Wx", "Wy", "Wxy", "G") if getattr(model, name) is not None}
+    factors = {name: getattr(model, name) for name in names if getattr(model, name) is not None}
     return {name: M if name in stored else symmetric_storage(np.ascontiguousarray(M)) for name, M in factors.items()}
 
 
@@ -149,22 +149,25 @@ def fitted(model: TGPModel, loo: LeaveOneOut | None = None) -> Fitted:
     """``model``'s arrays as the point kernels read them (:class:`~fastsm._kernels.points.Fitted`), read-only;
     ``loo``: its leave-one-out projections (:func:`leave_one_out`), for predictions with left-out points."""
     p = model.params
-    f = product_factors(model)
+    f = product_factors(model, ("Wx", "Wy", "Wxy"))
     V = (_no_projections(),) * 3 if loo is None else (loo.Vx, loo.Vy, loo.Vxy)
     return Fitted(read_only(model.X), read_only(model.Y), read_only(model.ridge_coef), float(p.gamma_x),
                   1.0 + p.lambda_x, eta_floor(model.params), read_only(f["Wx"]), read_only(f["Wy"]),
                   read_only(f["Wxy"]), float(model.y_spread), *V)
 
 
-def model_factors(model: TGPModel, method: str) -> tuple[np.ndarray, np.ndarray]:
+def check_method_factors(model: TGPModel, method: str) -> None:
+    """Raise ``ValueError`` where ``model`` lacks the factors ``method`` evaluates with (IKLTGP's ``G``)."""
     if method == "ikl" and model.G is None:
         raise ValueError("this model was fitted without 'ikl' in methods; refit with methods including 'ikl'")
-    factors = product_factors(model)
-    if method == "ikl":
-        return factors["Wy"], factors["G"]
-    if method == "sm":
-        return factors["Wy"], factors["Wxy"]
-    return factors["Wy"], factors["Wy"]
+
+
+def model_factors(model: TGPModel, method: str) -> tuple[np.ndarray, np.ndarray]:
+    """The two factors ``method``'s objective multiplies by (:class:`~fastsm._kernels.objectives.Objective`)."""
+    check_method_factors(model, method)
+    second = {"ikl": "G", "sm": "Wxy"}.get(method, "Wy")
+    factors = product_factors(model, ("Wy", second))
+    return factors["Wy"], factors[second]
 
 
 def cubic_factors(model: TGPModel, method: str):
