@@ -21,13 +21,13 @@ DTRSM tiles they replaced were 10-20x less accurate on the near-duplicate sets o
 
 For speed, sets of four rows take four pivots per sweep over the rest of their entries (each ``S``
 entry loaded once for sixteen multiply-subtracts), in groups of :data:`GROUP` rows that stay in
-cache while ``S`` streams once for all of them (:func:`rows4`); a row left over is solved with four
-pivots per sweep, each block's triangle in registers (:func:`row_solve_forward`,
-:func:`row_solve_backward`), or multiplied one pivot per sweep (:func:`row_product`).  Blocking
-changes which loads are shared, not an entry's operations.
-Against OpenBLAS's DTRSM on one thread (``benchmarks/tri_rows.py --solve``, BLAS time / row-loop
-time): 64-256 rows of ``N = 1000-2000`` 0.87-1.19, 16 rows 1.37-1.50, one or two rows 1.8-3.1;
-``N = 200`` 0.84-0.89 from 64 rows (docs/performance.md).
+cache while ``S`` streams once for all of them (:func:`rows4`), each block's own triangle in
+registers (:func:`_block4`); a row left over is solved with four pivots per sweep, each block's
+triangle in registers (:func:`row_solve_forward`, :func:`row_solve_backward`), or multiplied one
+pivot per sweep (:func:`row_product`).  Blocking changes which loads are shared, not an entry's
+operations.  Against OpenBLAS's DTRSM on one thread (``benchmarks/tri_rows.py --solve``, BLAS time /
+row-loop time): 64-256 rows of ``N = 1000-2000`` 0.96-1.29, 16 rows 1.42-1.75, one or two rows
+1.9-3.9; ``N = 200`` 0.98-1.10 from 64 rows (docs/performance.md).
 
 The loops are compiled once, as two C functions (cached ``cfunc``s: :func:`rows4`, and the rows left
 over), that kernels call by symbol as they call LAPACK (:func:`rows_call`): compiled into every
@@ -80,6 +80,40 @@ def _sweep4(P, r, S, p0, step, c, lo, hi):
 
 
 @kernel(inline=True)
+def _block4(P, X, r, S, p0, step, solve, c):
+    """Row ``r`` of ``P``: the four pivots ``p0 + t step`` of a block among themselves, in registers (the
+    operations of the loop for a short block, in its order); their coefficients into ``c``."""
+    p1, p2, p3 = p0 + step, p0 + 2 * step, p0 + 3 * step
+    y0, y1, y2, y3 = P[r, p0], P[r, p1], P[r, p2], P[r, p3]
+    if solve:
+        a0 = y0 * (1.0 / S[p0, p0])
+        y1 = y1 - a0 * S[p0, p1]
+        y2 = y2 - a0 * S[p0, p2]
+        y3 = y3 - a0 * S[p0, p3]
+        a1 = y1 * (1.0 / S[p1, p1])
+        y2 = y2 - a1 * S[p1, p2]
+        y3 = y3 - a1 * S[p1, p3]
+        a2 = y2 * (1.0 / S[p2, p2])
+        y3 = y3 - a2 * S[p2, p3]
+        a3 = y3 * (1.0 / S[p3, p3])
+        y0, y1, y2, y3 = a0, a1, a2, a3
+    else:
+        a0, a1, a2, a3 = -X[r, p0], -X[r, p1], -X[r, p2], -X[r, p3]
+        y0 = y0 - a0 * S[p0, p0]
+        y1 = y1 - a0 * S[p0, p1]
+        y2 = y2 - a0 * S[p0, p2]
+        y3 = y3 - a0 * S[p0, p3]
+        y1 = y1 - a1 * S[p1, p1]
+        y2 = y2 - a1 * S[p1, p2]
+        y3 = y3 - a1 * S[p1, p3]
+        y2 = y2 - a2 * S[p2, p2]
+        y3 = y3 - a2 * S[p2, p3]
+        y3 = y3 - a3 * S[p3, p3]
+    P[r, p0], P[r, p1], P[r, p2], P[r, p3] = y0, y1, y2, y3
+    c[0], c[1], c[2], c[3] = a0, a1, a2, a3
+
+
+@kernel(inline=True)
 def rows4(X, S, P, m, fwd, solve):
     """``P[r, :n]`` for ``r < m`` (``m`` a multiple of four): row ``X[r, :n]`` times the lower triangle ``M``
     of ``S`` (``n × n``, symmetric storage): ``M x`` (``fwd``) or ``M^T x``; with ``solve`` ``M^-1 x`` or
@@ -97,7 +131,13 @@ def rows4(X, S, P, m, fwd, solve):
             b = min(4, n - k)
             p0 = k if fwd else n - 1 - k
             for r in range(r0, r1, 4):
-                for t in range(b):  # the block's own pivots
+                if b == 4:
+                    for q in range(4):
+                        _block4(P, X, r + q, S, p0, step, solve, c[q])
+                    lo, hi = (k + 4, n) if fwd else (0, n - k - 4)
+                    _sweep4(P, r, S, p0, step, c, lo, hi)
+                    continue
+                for t in range(b):  # a short last block: its own pivots, no entry past it
                     p = p0 + t * step
                     d = 1.0 / S[p, p] if solve else S[p, p]
                     for q in range(4):
@@ -107,13 +147,9 @@ def rows4(X, S, P, m, fwd, solve):
                         else:
                             a = -X[r + q, p]
                             P[r + q, p] -= a * d
-                        c[q, t] = a
                         for u in range(t + 1, b):
                             pu = p0 + u * step
                             P[r + q, pu] -= a * S[p, pu]
-                if b == 4:  # then every entry past the block (none after a short last block)
-                    lo, hi = (k + 4, n) if fwd else (0, n - k - 4)
-                    _sweep4(P, r, S, p0, step, c, lo, hi)
             k += b
 
 
