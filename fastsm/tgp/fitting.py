@@ -8,9 +8,11 @@ lower triangular, held in symmetric storage (lower triangle ``L``, upper ``L^T``
 explicit ``W`` at ``lambda <= 1e-6``, as fast).  IKLTGP's ``u^T K_X u`` with ``u = K_Y^-1 k`` is
 ``||G^T W_Y k||^2`` with ``G = W_Y L_X = L_Y^-1 L_X``, lower triangular too, kept explicit.
 
-Local models for IKLTGP or ``share="cluster"`` keep the *inverse form* (``W = L^-1`` explicit,
-:func:`factorize` with ``form="inverse"``).  Leave-one-out runs on the Cholesky form too: only its
-projections read columns of ``W`` (:func:`fastsm.tgp.views.leave_one_out`).
+Every model a fit builds is in Cholesky form: global and local, for every method and ``share``
+(small KLTGP/SMTGP local models by fastsm's own factorisation, :func:`factorize_cholesky`; the others
+by LAPACK, :func:`factorize`).  The *inverse form* (``W = L^-1`` explicit) remains
+for :func:`fastsm.tgp.views.inverse_form` and models pickled before #55.  Leave-one-out runs on the
+Cholesky form too: only its projections read columns of ``W`` (:func:`fastsm.tgp.views.leave_one_out`).
 
 Determinism: LAPACK's multi-threaded Cholesky changes its blocking with the
 thread count (measured: inverses differed by ~1e-7 between 1 and 2 OpenBLAS
@@ -23,7 +25,7 @@ is bitwise the same whatever ``threads`` is.
 from __future__ import annotations
 
 import numpy as np
-from scipy.linalg.blas import dtrmm, dtrsm
+from scipy.linalg.blas import dtrsm
 
 from fastsm import config
 from fastsm._kernels.cholesky import TwinKernels, twin_factors
@@ -153,12 +155,6 @@ def remedy(lam_name: str, lam: float, sample_weight: np.ndarray | None) -> str:
     return f"duplicate or near-duplicate training points need a larger {lam_name} (now {lam:g})"
 
 
-def ikl_factor(Wy: np.ndarray, Lx: np.ndarray) -> np.ndarray:
-    """``G = W_Y L_X`` (lower triangular): ``u^T K_X u = ||G^T W_Y k||^2`` for ``u = K_Y^-1 k`` (IKLTGP)."""
-    G = dtrmm(1.0, np.asfortranarray(Wy), np.asfortranarray(Lx), side=0, lower=1)
-    return np.ascontiguousarray(np.tril(G))
-
-
 def ridge(X: np.ndarray, Y: np.ndarray, sample_weight: np.ndarray | None = None) -> np.ndarray:
     """Ridge regression with an unpenalised bias: Bo & Sminchisescu's start.
 
@@ -233,10 +229,9 @@ def weighted_gram(Z: np.ndarray, gamma: float, lam: float, sample_weight: np.nda
 
 
 def factorize(X: np.ndarray, Y: np.ndarray, params, methods: tuple[str, ...], threads: int | None,
-              sample_weight: np.ndarray | None = None, form: str = "cholesky") -> dict:
+              sample_weight: np.ndarray | None = None) -> dict:
     """Everything a model precomputes from its training data (docs/math.md §2–§3, §6 with weights):
-    the factors in Cholesky form (``form="cholesky"``, symmetric storage) or in inverse form
-    (``W = L^-1``).
+    the factors in Cholesky form (symmetric storage, LAPACK's ``dpotrf``).
 
     Raises ``MemoryError`` before any work where the process cannot hold the factorisation's
     peak (:func:`fastsm._memory.check_memory`).
@@ -254,29 +249,24 @@ def factorize(X: np.ndarray, Y: np.ndarray, params, methods: tuple[str, ...], th
         else:
             Kx, Ky = (weighted_gram(g[0], g[1], g[2], sample_weight) for g in grams)
         Kxy = (1.0 - p.alpha) * Kx + p.alpha * Ky
-        ikl = "ikl" in methods  # G needs L_X; the other factors are used through their inverses only
         w = sample_weight
-        jobs = [(Kx, "K_X", remedy("lambda_x", p.lambda_x, w), ikl),
-                (Ky, "K_Y", remedy("lambda_y", p.lambda_y, w), False),
-                (Kxy, "K_XY", remedy("lambda_x or lambda_y", min(p.lambda_x, p.lambda_y), w), False)]
-        one = spd_cholesky if form == "cholesky" else spd_factor
+        jobs = [(Kx, "K_X", remedy("lambda_x", p.lambda_x, w)),
+                (Ky, "K_Y", remedy("lambda_y", p.lambda_y, w)),
+                (Kxy, "K_XY", remedy("lambda_x or lambda_y", min(p.lambda_x, p.lambda_y), w))]
         workers = min(len(jobs), resolve_threads(threads))
         if workers > 1:
             # three independent single-threaded factorisations, GIL released: bitwise the same as in series
             with worker_pool(workers, "fastsm-fit") as pool:
-                fx, fy, fxy = pool.map(lambda j: one(*j), jobs)
+                fx, fy, fxy = pool.map(lambda j: spd_cholesky(*j), jobs)
         else:
-            fx, fy, fxy = (one(*j) for j in jobs)
-        if form == "cholesky":
-            G = ikl_factor_cholesky(fy[1], fx[1]) if ikl else None
-        else:
-            G = ikl_factor(fy[1], fx[0]) if fx[0] is not None else None  # L_X is formed for IKLTGP only
+            fx, fy, fxy = (spd_cholesky(*j) for j in jobs)
+        G = ikl_factor_cholesky(fy[1], fx[1]) if "ikl" in methods else None
         coef = ridge(X, Y, sample_weight)
     spread = output_spread(Y)
     return {
         "Wx": fx[1], "Wy": fy[1], "Wxy": fxy[1], "G": G,
         "logdet_x": fx[2], "logdet_y": fy[2], "logdet_xy": fxy[2],
-        "y_spread": spread, "ridge_coef": coef, "factor_form": form,
+        "y_spread": spread, "ridge_coef": coef, "factor_form": "cholesky",
     }
 
 
@@ -304,7 +294,7 @@ def spd_cholesky(K: np.ndarray, name: str, remedy: str, want_L: bool = False) ->
 
 def ikl_factor_cholesky(Sy: np.ndarray, Sx: np.ndarray) -> np.ndarray:
     """``G = L_Y^-1 L_X`` (lower triangular, C-ordered) from the factors in symmetric storage: one DTRSM,
-    backward stable column by column (:func:`ikl_factor`'s ``W_Y L_X`` without forming ``W_Y``)."""
+    backward stable column by column (``W_Y L_X`` without forming ``W_Y``)."""
     G = dtrsm(1.0, np.asfortranarray(np.tril(Sy)), np.asfortranarray(np.tril(Sx)), side=0, lower=1)
     return np.ascontiguousarray(np.tril(G))
 
@@ -333,9 +323,10 @@ MIN_PIVOT: float = float(np.sqrt(np.finfo(np.float64).tiny))
 
 
 def cholesky_form(n: int, methods: tuple[str, ...]) -> bool:
-    """Whether a small model of ``n`` points for ``methods`` is kept in Cholesky form
-    (:func:`factorize_cholesky`): up to ``config.ROW_PRODUCTS_MAX_N`` points (local models of one
-    or a few points per prediction) and without IKLTGP (whose ``G = W_Y L_X`` is a product of both forms)."""
+    """Whether a local model of ``n`` points for ``methods`` is factorised by fastsm's own kernel
+    (:func:`factorize_cholesky`, one GIL-free call) rather than by LAPACK (:func:`factorize`; both give
+    the Cholesky form): up to ``config.ROW_PRODUCTS_MAX_N`` points (local models of one or a few points per
+    prediction) and without IKLTGP (whose ``G = L_Y^-1 L_X`` that kernel does not form)."""
     return n <= config.ROW_PRODUCTS_MAX_N and "ikl" not in methods
 
 

@@ -180,15 +180,16 @@ def local_model(X: np.ndarray, Y: np.ndarray, params: TGPParams, methods: tuple[
     """The twin GP a local prediction builds for its training points ``X``, ``Y`` (checked, float64
     C-contiguous; ``params`` resolved), single-threaded (groups run side by side).
 
-    With ``rows`` (one or a few points per model: ``share`` other than ``"cluster"``) a model of
-    at most ``config.ROW_PRODUCTS_MAX_N`` points predicts by the fused kernel
-    (:func:`fastsm.tgp.views.with_row_products`), and for KLTGP and SMTGP it is kept in Cholesky form
-    (:func:`fastsm.tgp.fitting.factorize_cholesky`: no inverse formed, substitutions instead of products).
+    The model is in Cholesky form (no inverse formed; substitutions with ``L``, not products with
+    ``W = L^-1``).  With ``rows`` (one or a few points per model: ``share`` other than ``"cluster"``) a
+    model of at most ``config.ROW_PRODUCTS_MAX_N`` points predicts KLTGP and SMTGP by the fused kernel
+    (:func:`fastsm.tgp.views.with_row_products`) and, without IKLTGP, is factorised by one GIL-free kernel
+    (:func:`fastsm.tgp.fitting.factorize_cholesky`); the others by LAPACK (:func:`fastsm.tgp.fitting.factorize`).
     """
     if rows and cholesky_form(X.shape[0], methods):
         parts = factorize_cholesky(X, Y, params, sample_weight)
     else:
-        parts = factorize(X, Y, params, methods, threads=1, sample_weight=sample_weight, form="inverse")
+        parts = factorize(X, Y, params, methods, threads=1, sample_weight=sample_weight)
     model = TGPModel._from_parts(X, Y, params, methods, parts, sample_weight, copy=False)
     return with_row_products(model) if rows else model
 
