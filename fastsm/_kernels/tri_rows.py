@@ -21,13 +21,14 @@ DTRSM tiles they replaced were 10-20x less accurate on the near-duplicate sets o
 
 For speed, sets of four rows take four pivots per sweep over the rest of their entries (each ``S``
 entry loaded once for sixteen multiply-subtracts), in groups of :data:`GROUP` rows that stay in
-cache while ``S`` streams once for all of them (:func:`rows4`), each block's own triangle in
-registers (:func:`_block4`); a row left over is solved with four pivots per sweep, each block's
-triangle in registers (:func:`row_solve_forward`, :func:`row_solve_backward`), or multiplied one
-pivot per sweep (:func:`row_product`).  Blocking changes which loads are shared, not an entry's
-operations.  Against OpenBLAS's DTRSM on one thread (``benchmarks/tri_rows.py --solve``, BLAS time /
-row-loop time): 64-256 rows of ``N = 1000-2000`` 0.96-1.29, 16 rows 1.42-1.75, one or two rows
-1.9-3.9; ``N = 200`` 0.98-1.10 from 64 rows (docs/performance.md).
+cache while ``S`` streams once for all of them (:func:`rows4`, each block's own triangle in registers:
+:func:`_block4`); a row left over takes four pivots per sweep alone, its block's triangle in registers
+too (:func:`row_forward`, :func:`row_backward`).  The single rows' routine for a block's triangle, used
+by ``rows4`` too, made it 1.4x slower at 256 rows (session 37), so :func:`_block4` writes out its two
+kinds.  Blocking changes which loads are shared, not an entry's operations.  Against OpenBLAS's DTRSM
+on one thread (``benchmarks/tri_rows.py --solve``, BLAS time / row-loop time): 64-256 rows of
+``N = 1000-2000`` 0.96-1.29, 16 rows 1.42-1.75, one or two rows 1.9-3.9; ``N = 200`` 0.98-1.10 from
+64 rows (docs/performance.md).
 
 The loops are compiled once, as two C functions (cached ``cfunc``s: :func:`rows4`, and the rows left
 over), that kernels call by symbol as they call LAPACK (:func:`rows_call`): compiled into every
@@ -77,6 +78,17 @@ def _sweep4(P, r, S, p0, step, c, lo, hi):
         z1[i] = z1[i] - b0 * w0 - b1 * w1 - b2 * w2 - b3 * w3
         z2[i] = z2[i] - d0 * w0 - d1 * w1 - d2 * w2 - d3 * w3
         z3[i] = z3[i] - e0 * w0 - e1 * w1 - e2 * w2 - e3 * w3
+
+
+@kernel(inline=True)
+def _pivot(y, x, diag, solve):
+    """A pivot's coefficient and its own entry: ``y * (1 / diag)`` for both (a substitution), or ``-x`` and
+    ``y - (-x) diag`` (a product)."""
+    if solve:
+        a = y * (1.0 / diag)
+        return a, a
+    a = -x
+    return a, y - a * diag
 
 
 @kernel(inline=True)
@@ -154,28 +166,27 @@ def rows4(X, S, P, m, fwd, solve):
 
 
 @kernel(inline=True)
-def row_solve_forward(y, S):
-    """``y <- L^-1 y`` for one row: four pivots per sweep, each block's own triangle first (the
-    operations of :func:`rows4`, in the same order)."""
+def row_forward(x, y, S, solve):
+    """``y <- L^-1 y`` (``solve``; ``y`` holds ``x``) or ``y <- y + M x`` for one row: four pivots per sweep,
+    each block's own triangle in registers (the operations of :func:`rows4`, in the same order)."""
     n = S.shape[0]
     j = 0
     while j + 4 <= n:
-        a0 = y[j] * (1.0 / S[j, j])
+        a0, y0 = _pivot(y[j], x[j], S[j, j], solve)
         y1 = y[j + 1] - a0 * S[j, j + 1]
         y2 = y[j + 2] - a0 * S[j, j + 2]
         y3 = y[j + 3] - a0 * S[j, j + 3]
-        a1 = y1 * (1.0 / S[j + 1, j + 1])
+        a1, y1 = _pivot(y1, x[j + 1], S[j + 1, j + 1], solve)
         y2 = y2 - a1 * S[j + 1, j + 2]
         y3 = y3 - a1 * S[j + 1, j + 3]
-        a2 = y2 * (1.0 / S[j + 2, j + 2])
+        a2, y2 = _pivot(y2, x[j + 2], S[j + 2, j + 2], solve)
         y3 = y3 - a2 * S[j + 2, j + 3]
-        a3 = y3 * (1.0 / S[j + 3, j + 3])
-        y[j], y[j + 1], y[j + 2], y[j + 3] = a0, a1, a2, a3
+        a3, y3 = _pivot(y3, x[j + 3], S[j + 3, j + 3], solve)
+        y[j], y[j + 1], y[j + 2], y[j + 3] = y0, y1, y2, y3
         _sweep1(a0, a1, a2, a3, S[j, j + 4:], S[j + 1, j + 4:], S[j + 2, j + 4:], S[j + 3, j + 4:], y[j + 4:])
         j += 4
     while j < n:
-        a = y[j] * (1.0 / S[j, j])
-        y[j] = a
+        a, y[j] = _pivot(y[j], x[j], S[j, j], solve)
         col = S[j, j + 1:]
         tail = y[j + 1:]
         for i in range(n - j - 1):
@@ -184,28 +195,28 @@ def row_solve_forward(y, S):
 
 
 @kernel(inline=True)
-def row_solve_backward(y, S):
-    """``y <- L^-T y`` for one row, as :func:`row_solve_forward` with the pivots descending."""
+def row_backward(x, y, S, solve):
+    """``y <- L^-T y`` (``solve``) or ``y <- y + M^T x`` for one row, as :func:`row_forward` with the pivots
+    descending."""
     n = S.shape[0]
     i = n - 1
     while i + 1 >= 4:
-        a0 = y[i] * (1.0 / S[i, i])
+        a0, y0 = _pivot(y[i], x[i], S[i, i], solve)
         y1 = y[i - 1] - a0 * S[i, i - 1]
         y2 = y[i - 2] - a0 * S[i, i - 2]
         y3 = y[i - 3] - a0 * S[i, i - 3]
-        a1 = y1 * (1.0 / S[i - 1, i - 1])
+        a1, y1 = _pivot(y1, x[i - 1], S[i - 1, i - 1], solve)
         y2 = y2 - a1 * S[i - 1, i - 2]
         y3 = y3 - a1 * S[i - 1, i - 3]
-        a2 = y2 * (1.0 / S[i - 2, i - 2])
+        a2, y2 = _pivot(y2, x[i - 2], S[i - 2, i - 2], solve)
         y3 = y3 - a2 * S[i - 2, i - 3]
-        a3 = y3 * (1.0 / S[i - 3, i - 3])
-        y[i], y[i - 1], y[i - 2], y[i - 3] = a0, a1, a2, a3
+        a3, y3 = _pivot(y3, x[i - 3], S[i - 3, i - 3], solve)
+        y[i], y[i - 1], y[i - 2], y[i - 3] = y0, y1, y2, y3
         h = i - 3
         _sweep1(a0, a1, a2, a3, S[i, :h], S[i - 1, :h], S[i - 2, :h], S[i - 3, :h], y[:h])
         i -= 4
     while i >= 0:
-        a = y[i] * (1.0 / S[i, i])
-        y[i] = a
+        a, y[i] = _pivot(y[i], x[i], S[i, i], solve)
         row = S[i, :i]
         for j in range(i):
             y[j] -= a * row[j]
@@ -224,29 +235,6 @@ def _sweep1(a0, a1, a2, a3, r0, r1, r2, r3, z):
         z[i] = v
 
 
-@kernel(inline=True)
-def row_product(x, S, y, fwd):
-    """``y = M x`` (``fwd``) or ``M^T x`` for one row, one pivot per sweep: ``y`` takes ``x[p] M[:, p]``
-    for ``p`` ascending (forward) or descending (backward), the terms of :func:`rows4` in its order
-    (``v + x w`` is ``v - (-x) w`` bit for bit)."""
-    n = S.shape[0]
-    for i in range(n):
-        y[i] = 0.0
-    if fwd:
-        for p in range(n):
-            a = x[p]
-            col = S[p, p:]  # M[p:, p]
-            tail = y[p:]
-            for i in range(n - p):
-                tail[i] += a * col[i]
-    else:
-        for p in range(n - 1, -1, -1):
-            a = x[p]
-            row = S[p, :p + 1]  # M[p, :p+1]
-            for i in range(p + 1):
-                y[i] += a * row[i]
-
-
 #: The row loops' C functions: ``(X, ldx, m, S, n, P, ldp, mode)``, ``X`` and ``P`` of ``m`` rows with
 #: leading dimensions ``ldx`` and ``ldp``, ``S`` ``n × n``; ``mode`` bit 0 ``fwd``, bit 1 ``solve``.
 ROWS_SIG = types.void(types.CPointer(types.float64), types.int64, types.int64, types.CPointer(types.float64),
@@ -263,18 +251,15 @@ def _row_c(x, ldx, m, s, n, p, ldp, mode):
     S = carray(s, (n, n))
     X = carray(x, (m, ldx))
     P = carray(p, (m, ldp))
-    fwd = (mode & 1) == 1
+    fwd, solve = (mode & 1) == 1, (mode & 2) == 2
     for r in range(m):
         y = P[r, :n]
-        if (mode & 2) == 2:
-            for j in range(n):
-                y[j] = X[r, j]
-            if fwd:
-                row_solve_forward(y, S)
-            else:
-                row_solve_backward(y, S)
+        for j in range(n):
+            y[j] = X[r, j] if solve else 0.0
+        if fwd:
+            row_forward(X[r, :n], y, S, solve)
         else:
-            row_product(X[r, :n], S, y, fwd)
+            row_backward(X[r, :n], y, S, solve)
 
 
 # registered before any kernel calling them is compiled or loaded from the cache (as the BLAS symbols)
@@ -287,8 +272,8 @@ _row_call = types.ExternalFunction("fastsm_row", ROWS_SIG)
 @kernel()
 def rows_call(x, ldx, m, s, n, p, ldp, mode):
     """The products of ``m`` rows at ``x`` into ``p`` (the C functions' arguments): sets of four rows by
-    :func:`rows4`, the rows left over one by one (:func:`row_solve_forward`, :func:`row_solve_backward`,
-    :func:`row_product`); every row gets the same operations either way."""
+    :func:`rows4`, the rows left over one by one (:func:`row_forward`, :func:`row_backward`); every row gets
+    the same operations either way."""
     m4 = m // 4 * 4
     if m4 > 0:
         _rows4_call(x, ldx, m4, s, n, p, ldp, mode)
