@@ -13,18 +13,10 @@ warm-up), with the first predicted value beside it.  Prints one JSON object, for
 from __future__ import annotations
 
 import json
-import time
+
+from fit_predict_times import best  # the sibling script's timer (benchmarks/ is the script's path)
 
 from fastsm import datasets, tgp
-
-
-def best(fn, repeat: int = 2) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def main() -> None:
@@ -38,7 +30,7 @@ def main() -> None:
         for method in methods:
             tgp.predict(model, Xt[:4], method=method)
             first = tgp.predict(model, Xt, method=method)
-            out[f"{share} {method} K={k}"] = best(lambda: tgp.predict(model, Xt, method=method))  # noqa: B023
+            out[f"{share} {method} K={k}"] = best(lambda: tgp.predict(model, Xt, method=method), 2)  # noqa: B023
             out[f"{share} {method} K={k} y0"] = float(first.y[0, 0])
     print(json.dumps(out))
 
