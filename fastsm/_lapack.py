@@ -16,9 +16,7 @@ import ctypes
 import numpy as np
 from numba.extending import get_cython_function_address
 
-from fastsm import config
 from fastsm._kernels.linalg import potrf_symmetric
-from fastsm._kernels.triangular import tri_inverse
 from fastsm.config import kernel
 
 _int_p = ctypes.POINTER(ctypes.c_int)
@@ -79,11 +77,9 @@ def inverse_transposed(L: np.ndarray) -> np.ndarray:
 
 def triangular_inverse(L: np.ndarray) -> np.ndarray:
     """``W = L^-1`` of a lower-triangular ``L`` (only its lower triangle is read), C-contiguous with
-    zeros above the diagonal: :func:`potrf_trtri`'s inversion of an existing factor (the inverse
-    form of a model kept in Cholesky form).  Call with BLAS limited to one thread."""
-    n = L.shape[0]
+    zeros above the diagonal, by LAPACK's ``dtrtri``: :func:`potrf_trtri`'s inversion of an existing
+    factor (the inverse form: :func:`fastsm.tgp.views.inverse_form` and models pickled before #55; no
+    model fastsm fits inverts its factors).  Call with BLAS limited to one thread."""
     a = np.array(L, dtype=np.float64, order="F", copy=True)
-    if n <= config.TRI_INVERSE_MAX_N:
-        return tri_inverse(a)
     _dtrtri_lower(a)
     return lower_part(a.T)

@@ -111,11 +111,6 @@ DEFAULT_BATCH_SIZE: int = 1024
 #: (:func:`fastsm.tgp.views.with_row_products`, :func:`fastsm.tgp.prediction.predict_fused`).
 ROW_PRODUCTS_MAX_N: int = 1024
 
-#: Factors of at most this order are inverted by :func:`fastsm._kernels.triangular.tri_inverse`
-#: (products of halves, 2.6x faster than OpenBLAS's ``dtrtri`` at 200, 1.2x at 1000), larger ones
-#: by LAPACK's ``dtrtri`` (measured: at 2000 the products' doubled flops cost 8 % more).
-TRI_INVERSE_MAX_N: int = 1024
-
 #: Neighbour-index entries (test points x K) a local prediction holds at once:
 #: test points are taken in chunks of ``LOCAL_CHUNK_ENTRIES // K`` rows (8 MB).
 LOCAL_CHUNK_ENTRIES: int = 2**20

@@ -306,8 +306,8 @@ MODEL_PARTS = ("Wx", "Wy", "Wxy", "G", "logdet_x", "logdet_y", "logdet_xy", "y_s
 
 def inverse_parts(model) -> dict:
     """The factors of a model in Cholesky form as the inverse form holds them: ``W = L^-1`` for
-    ``Wx``, ``Wy``, ``Wxy`` (LAPACK's ``dtrtri`` or :func:`fastsm._kernels.triangular.tri_inverse`,
-    one BLAS thread), ``G`` unchanged.  O(N^3); for comparisons of the two forms
+    ``Wx``, ``Wy``, ``Wxy`` (LAPACK's ``dtrtri``, :func:`fastsm._lapack.triangular_inverse`, one BLAS
+    thread), ``G`` unchanged.  O(N^3); for comparisons of the two forms
     (:func:`fastsm.tgp.views.inverse_form`)."""
     parts = {name: getattr(model, name) for name in MODEL_PARTS}
     with thread_limits(1):
