@@ -1,12 +1,10 @@
-"""LAPACK's triangular inverse without the GIL, and the inverse form's ``(L, W)`` from it.
+"""LAPACK's triangular inverse without the GIL (the inverse form's ``W = L^-1`` and leave-one-out's columns of it).
 
-SciPy's ``scipy.linalg.lapack.dpotrf`` / ``dpotri`` wrappers hold the GIL
-(measured: two Python threads factorising 1000×1000 matrices take as long as
-one thread doing both).  The same routines, reached through
+SciPy's ``scipy.linalg.lapack`` wrappers hold the GIL (measured: two Python threads factorising
+1000×1000 matrices take as long as one thread doing both).  The same routines, reached through
 ``scipy.linalg.cython_lapack`` (``dtrtri`` here by ``ctypes``, which releases the GIL; ``dpotrf``
-by the one binding of :mod:`fastsm._kernels.cholesky`, a kernel without the GIL), run
-concurrently — so independent factorisations (local models, one per test-point group) use every
-core while each stays single-threaded and bitwise deterministic.
+by the one binding, :func:`fastsm._kernels.linalg.potrf_symmetric`, a kernel without the GIL), run
+concurrently, each single-threaded and bitwise deterministic.
 """
 
 from __future__ import annotations
@@ -16,33 +14,12 @@ import ctypes
 import numpy as np
 from numba.extending import get_cython_function_address
 
-from fastsm._kernels.linalg import potrf_symmetric
 from fastsm.config import kernel
 
 _int_p = ctypes.POINTER(ctypes.c_int)
 _dbl_p = ctypes.POINTER(ctypes.c_double)
 _TRTRI = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_char_p, _int_p, _dbl_p, _int_p, _int_p)
 _dtrtri = _TRTRI(get_cython_function_address("scipy.linalg.cython_lapack", "dtrtri"))
-
-
-def potrf_trtri(K: np.ndarray, want_L: bool = True) -> tuple[np.ndarray | None, np.ndarray, float, int]:
-    """``(L, W, log|K|, info)``: the lower Cholesky factor ``K = L L^T`` and ``W = L^-1``.
-
-    ``L`` by LAPACK's ``dpotrf`` (:func:`fastsm._kernels.linalg.potrf_symmetric`, the one binding);
-    ``W`` by :func:`triangular_inverse`.
-
-    Only the lower triangle of ``K`` is read; ``L`` and ``W`` are C-contiguous with zeros above
-    the diagonal.  On failure (``info != 0``, the leading minor of that order is not positive)
-    ``L`` and ``W`` are meaningless.  ``want_L=False``: ``L`` is not returned (``None``).  Call with
-    BLAS limited to one thread for results independent of the thread count.
-    """
-    S = np.array(K.T, dtype=np.float64, order="C", copy=True)  # dpotrf("L") reads the C upper triangle
-    info = int(potrf_symmetric(S))
-    if info != 0:
-        return S, S, np.nan, info
-    L = np.tril(S)
-    logdet = 2.0 * float(np.sum(np.log(np.diagonal(S))))
-    return (L if want_L else None), triangular_inverse(L), logdet, 0
 
 
 @kernel()
@@ -77,7 +54,7 @@ def inverse_transposed(L: np.ndarray) -> np.ndarray:
 
 def triangular_inverse(L: np.ndarray) -> np.ndarray:
     """``W = L^-1`` of a lower-triangular ``L`` (only its lower triangle is read), C-contiguous with
-    zeros above the diagonal, by LAPACK's ``dtrtri``: :func:`potrf_trtri`'s inversion of an existing
+    zeros above the diagonal, by LAPACK's ``dtrtri``: :func:`fastsm.tgp.fitting.inverse_parts`'s inversion of a model's
     factor (the inverse form: :func:`fastsm.tgp.views.inverse_form` and models pickled before #55; no
     model fastsm fits inverts its factors).  Call with BLAS limited to one thread."""
     a = np.array(L, dtype=np.float64, order="F", copy=True)

@@ -50,18 +50,3 @@ def test_quadratic_forms_from_the_inverse_against_long_double(n, dx, gamma, lam)
     eta_ref = 1 + np.longdouble(lam) - (S**2).sum(axis=0)
     eta = 1.0 + lam - ((k @ W.T) ** 2).sum(axis=1)
     assert float(np.max(np.abs(eta - eta_ref) / eta_ref)) <= 1e-9
-
-
-def test_potrf_trtri_inverts_its_factor():
-    """potrf_trtri's W is triangular_inverse's of its L, bitwise; ``want_L=False`` returns no L."""
-    rng = np.random.default_rng(3)
-    for n in (5, 64):
-        A = rng.standard_normal((n, n + 2))
-        K = A @ A.T / n + 1e-2 * np.eye(n)
-        with thread_limits(1):
-            L, W, _, info = _lapack.potrf_trtri(K)
-            assert info == 0
-            np.testing.assert_array_equal(W, _lapack.triangular_inverse(L))
-            none, W2, _, _ = _lapack.potrf_trtri(K, want_L=False)
-        assert none is None
-        np.testing.assert_array_equal(W2, W)

@@ -40,6 +40,24 @@ def test_partial_fit_equals_refit(m):
     assert base.n_train == 90 - m  # the input model is unchanged
 
 
+def test_a_model_in_inverse_form_is_updated_in_cholesky_form():
+    """partial_fit, remove and with_alpha refit a model in inverse form (``views.inverse_form``, or one
+    pickled before #55) in Cholesky form first: the same models as from the Cholesky-form original."""
+    from fastsm.tgp.views import inverse_form
+
+    X, Y, _ = _data(60, seed=5)
+    base = tgp.fit(X[:-3], Y[:-3], PARAMS)
+    inv = inverse_form(base)
+    assert inv.factor_form == "inverse"
+    pairs = ((tgp.partial_fit(inv, X[-3:], Y[-3:]), tgp.partial_fit(base, X[-3:], Y[-3:])),
+             (tgp.remove(inv, [0, 7]), tgp.remove(base, [0, 7])),
+             (tgp.with_alpha(inv, 0.3), tgp.with_alpha(base, 0.3)))
+    for got, ref in pairs:
+        assert got.factor_form == "cholesky"
+        assert_same_model(got, ref)
+    assert tgp.with_alpha(inv, PARAMS.alpha, beta=2.0).factor_form == "inverse"  # nothing refactorised
+
+
 def test_repeated_appends_and_weights():
     X, Y, Xt = _data(60, seed=3)
     w = np.random.default_rng(0).uniform(0.3, 2.0, 60)

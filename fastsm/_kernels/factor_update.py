@@ -1,17 +1,11 @@
-"""Removing a training point from Cholesky factors by plane rotations, O(N^2) per point: from inverse
-factors ``W = L^-1`` (:func:`drop_index`) or from ``L`` itself (:func:`drop_index_cholesky`).
+"""Removing a training point from a Cholesky factor by plane rotations, O(N^2) per point
+(:func:`drop_index_cholesky`; the classic downdate by deletion, LINPACK's ``dchdd`` order).
 
-With ``K = L L^T`` and ``W = L^-1`` (lower triangular), ``U = W^T`` satisfies ``K^-1 = U U^T``
-with ``U`` upper triangular.  The inverse of ``K`` without row and column ``i`` is the Schur
-complement of ``(K^-1)_ii`` in ``K^-1`` (docs/math.md §2), and for a *trailing* index that Schur
-complement is ``U_11 U_11^T``.  So: move column ``i`` of ``W`` to the end (``W P^T``), restore
-the lower-triangular shape by rotations of the row pairs ``(j, j+1)``, ``j = i .. N-2``, each
-chosen to zero the moved column's entry in row ``j`` (``Q^T W P^T = T^T``, lower triangular);
-the leading ``(N-1) × (N-1)`` block of ``T^T`` is the factor of the model without point ``i``.
-
-IKLTGP's ``G = W_Y L_X`` follows without ``L_X``: ``P L_X Q_X = (T_X^T)^-1``, so
-``G' = [Q_Y^T G Q_X]_11`` — ``W_Y``'s row rotations applied to the rows of ``G`` and ``W_X``'s
-to its columns.
+Deleting row ``i`` of ``L`` (``K = L L^T``) leaves a factor of ``K`` without row and column ``i``
+that is lower triangular but for one entry above the diagonal in each row from ``i`` on; column
+rotations ``Q`` restore the shape.  IKLTGP's ``G = L_Y^-1 L_X`` follows without either factor:
+``G' = [Q_Y^T G Q_X]_11`` (:func:`rotate_and_drop`), ``L_Y``'s rotations applied to the rows of
+``G`` and ``L_X``'s to its columns.
 """
 
 from __future__ import annotations
@@ -19,47 +13,6 @@ from __future__ import annotations
 import numpy as np
 
 from fastsm.config import kernel
-
-
-@kernel()
-def drop_index(W, i):
-    """``(W', c, s)``: the factor of the model without point ``i`` and the rotations used.
-
-    Rotation ``t`` acts on the row pair ``(i + t, i + t + 1)`` as
-    ``[[c, s], [-s, c]]`` (:func:`rotate_rows`).
-    """
-    n = W.shape[0]
-    T = np.empty((n, n))
-    for r in range(n):
-        for q in range(i):
-            T[r, q] = W[r, q]
-        for q in range(i + 1, n):
-            T[r, q - 1] = W[r, q]
-        T[r, n - 1] = W[r, i]
-    cs = np.empty(n - 1 - i)
-    sn = np.empty(n - 1 - i)
-    for j in range(i, n - 1):
-        a = T[j, n - 1]
-        b = T[j + 1, n - 1]
-        rr = np.hypot(a, b)
-        if rr == 0.0:
-            c, s = 1.0, 0.0
-        else:
-            c, s = b / rr, -a / rr
-        cs[j - i] = c
-        sn[j - i] = s
-        for q in range(j + 2):
-            u = T[j, q]
-            v = T[j + 1, q]
-            T[j, q] = c * u + s * v
-            T[j + 1, q] = -s * u + c * v
-        T[j, n - 1] = 0.0
-        T[j + 1, n - 1] = rr
-    out = np.zeros((n - 1, n - 1))
-    for r in range(n - 1):
-        for q in range(r + 1):
-            out[r, q] = T[r, q]
-    return out, cs, sn
 
 
 @kernel()

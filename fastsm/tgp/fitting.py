@@ -32,7 +32,7 @@ from fastsm._kernels.cholesky import TwinKernels, twin_factors
 from fastsm._kernels.linalg import potrf_symmetric
 from fastsm._kernels.rbf import rbf_gram
 from fastsm._kernels.ridge import ridge_start
-from fastsm._lapack import potrf_trtri, triangular_inverse
+from fastsm._lapack import triangular_inverse
 from fastsm._memory import FIT_MATRICES, FIT_MATRICES_WITHOUT_IKL, check_memory
 from fastsm._threads import resolve_threads, thread_limits, worker_pool
 from fastsm._validation import as_2d, as_float_array
@@ -123,26 +123,6 @@ def check_training(X, Y, params: TGPParams, methods, sample_weight=None) -> tupl
     check_spread("X", X)
     check_spread("Y", Y)
     return X, Y, check_methods(methods), w, params.resolve(X, Y, w)
-
-
-def spd_factor(K: np.ndarray, name: str, remedy: str, want_L: bool = True) -> tuple[np.ndarray | None, np.ndarray,
-                                                                                   float]:
-    """``(L, W, log|K|)`` of an SPD matrix: its lower Cholesky factor and ``W = L^-1`` (LAPACK
-    potrf and the triangular inverse, :func:`fastsm._lapack.potrf_trtri`, GIL released); ``L`` is ``None`` unless
-    ``want_L``.  Call on one BLAS thread (see the module docstring).
-
-    Raises
-    ------
-    ValueError
-        If ``K`` is not numerically positive definite (e.g. duplicate
-        training points with a zero regulariser); the message ends with ``remedy`` (:func:`remedy`).
-    """
-    L, W, logdet, info = potrf_trtri(K, want_L)
-    if info != 0:
-        raise ValueError(f"{name} is not positive definite (Cholesky failed at column {info}); {remedy}")
-    if not (np.all(np.isfinite(W)) and np.isfinite(logdet)):
-        raise ValueError(f"{name} is numerically singular; {remedy}")
-    return L, W, logdet
 
 
 def remedy(lam_name: str, lam: float, sample_weight: np.ndarray | None) -> str:
@@ -270,15 +250,15 @@ def factorize(X: np.ndarray, Y: np.ndarray, params, methods: tuple[str, ...], th
     }
 
 
-def spd_cholesky(K: np.ndarray, name: str, remedy: str, want_L: bool = False) -> tuple[None, np.ndarray, float]:
+def spd_cholesky(K: np.ndarray, name: str, remedy: str) -> tuple[None, np.ndarray, float]:
     """``(None, S, log|K|)`` of an SPD matrix: its Cholesky factor ``L`` in symmetric storage ``S``
-    (LAPACK's ``dpotrf`` on ``K``'s bytes, as :func:`spd_factor`'s: the same ``L``; GIL released,
+    (LAPACK's ``dpotrf`` on ``K``'s bytes; GIL released,
     :func:`fastsm._kernels.linalg.potrf_symmetric`).  Call on one BLAS thread.
 
     Raises
     ------
     ValueError
-        As :func:`spd_factor`: ``K`` not positive definite, or numerically singular (a pivot below
+        ``K`` not positive definite, or numerically singular (a pivot below
         :data:`MIN_PIVOT`, where ``K^-1`` has an entry past float64's range).
     """
     S = np.array(K, dtype=np.float64, order="C", copy=True)

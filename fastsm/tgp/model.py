@@ -50,13 +50,13 @@ class TGPModel:
         (``eta = k(z,z) - ||W k||^2`` with ``W = L^-1``, docs/accuracy.md); the explicit inverses
         are the properties ``Kx_inv``, ``Ky_inv``, ``Kxy_inv`` (formed on access, O(N^3)).
     factor_form : {"cholesky", "inverse"}
-        ``"cholesky"`` (the models :func:`fastsm.tgp.fit` returns since #55, their updates, KNN-local
-        and region models): the Cholesky factors ``L`` in symmetric storage (lower triangle ``L``,
-        upper ``L^T``), every product with ``W`` a substitution with ``L``.  ``"inverse"`` (fits
-        pickled before #55, local models for IKLTGP or ``share="cluster"``, the twin leave-one-out
-        works on): the inverse factors ``W = L^-1`` themselves (lower triangular,
-        ``K^-1 = W^T W``); 7-70x less accurate at ``lambda <= 1e-6`` (docs/accuracy.md).
-        :meth:`inverse_factor` gives ``W`` in either form.
+        ``"cholesky"`` (every model fastsm fits: :func:`fastsm.tgp.fit` since #55, its updates,
+        every local model since session 37): the Cholesky factors ``L`` in symmetric storage (lower
+        triangle ``L``, upper ``L^T``), every product with ``W`` a substitution with ``L``.
+        ``"inverse"`` (fits pickled before #55, :func:`fastsm.tgp.views.inverse_form`): the inverse
+        factors ``W = L^-1`` themselves (lower triangular, ``K^-1 = W^T W``); 7-70x less accurate at
+        ``lambda <= 1e-6`` (docs/accuracy.md); ``partial_fit``, ``remove`` and ``with_alpha`` refit
+        such a model in Cholesky form first.  :meth:`inverse_factor` gives ``W`` in either form.
     G : ndarray or None
         ``W_Y L_X = L_Y^-1 L_X`` (lower triangular, in either form; IKLTGP:
         ``C = K_Y^-1 K_X K_Y^-1 = W_Y^T G G^T W_Y``, the property ``C``), ``None`` if ``"ikl"`` was

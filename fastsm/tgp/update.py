@@ -1,17 +1,18 @@
 """Updates of a fitted model without a refit: append training points, remove them (docs/math.md §2, [SM] App. 1),
 another ``alpha`` (:func:`with_alpha`).
 
-A model holds Cholesky factors ``L`` (Cholesky form) or inverse factors ``W = L^-1`` (inverse form,
-:mod:`fastsm.tgp.fitting`); an update keeps the form.  Appending ``m`` points to ``K = L L^T`` with
-the cross kernel ``k`` (N×m) and the new block ``kappa`` (m×m, noise on its diagonal) is the
-bordered Cholesky factorisation: with ``B = (W k)^T = (L^-1 k)^T`` (a triangular solve in Cholesky
-form) and ``S = kappa - B B^T = D D^T``::
+A model holds Cholesky factors ``L`` (:mod:`fastsm.tgp.fitting`).  Appending ``m`` points to
+``K = L L^T`` with the cross kernel ``k`` (N×m) and the new block ``kappa`` (m×m, noise on its
+diagonal) is the bordered Cholesky factorisation: with ``B = (L^-1 k)^T`` (a triangular solve) and
+``S = kappa - B B^T = D D^T``::
 
-    L' = [[L, 0], [B, D]],   W' = [[W, 0], [-D^-1 B W, D^-1]],   log|K'| = log|K| + log|S|
+    L' = [[L, 0], [B, D]],   log|K'| = log|K| + log|S|
 
-— O(N^2 m) instead of the refit's O((N+m)^3).  IKLTGP's ``G = W_Y L_X`` borders the same way:
-``G' = [[G, 0], [D_Y^-1 (B_X - B_Y G), D_Y^-1 D_X]]``.  Removing a point rotates the factors
-(:mod:`fastsm._kernels.factor_update`: ``W``'s rows, or ``L``'s columns), O(N^2) per point.
+— O(N^2 m) instead of the refit's O((N+m)^3).  IKLTGP's ``G = L_Y^-1 L_X`` borders the same way:
+``G' = [[G, 0], [D_Y^-1 (B_X - B_Y G), D_Y^-1 D_X]]``.  Removing a point rotates ``L``'s columns
+(:mod:`fastsm._kernels.factor_update`), O(N^2) per point.  A model in inverse form (``W = L^-1``:
+:func:`fastsm.tgp.views.inverse_form`, or one pickled before #55) is refitted in Cholesky form first
+(:func:`in_cholesky_form`): the updates promise a refit's result anyway.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.linalg import cho_factor, solve_triangular
 
-from fastsm._kernels.factor_update import drop_index, drop_index_cholesky, rotate_and_drop
+from fastsm._kernels.factor_update import drop_index_cholesky, rotate_and_drop
 from fastsm._kernels.rbf import rbf_cross, rbf_gram
 from fastsm._threads import thread_limits
 from fastsm._validation import as_2d
@@ -30,12 +31,12 @@ from fastsm.tgp.fitting import (
     MODEL_PARTS,
     check_sample_weight,
     check_spread,
+    factorize,
     informative,
     output_spread,
     remedy,
     ridge,
     spd_cholesky,
-    spd_factor,
     weighted_gram,
 )
 from fastsm.tgp.model import TGPModel, check_model
@@ -79,17 +80,14 @@ def _schur_factor(B: np.ndarray, kappa: np.ndarray, name: str, lam_name: str) ->
     return np.tril(c[0]), logdet_s
 
 
-def _border(W: np.ndarray, logdet: float, k: np.ndarray, kappa: np.ndarray, name: str, lam_name: str):
-    """``(W', log|K'|, B, D)`` of ``[[K, k], [k^T, kappa]]`` from ``W = L^-1`` (module docstring)."""
-    n, m = k.shape
-    B = (W @ k).T
-    D, logdet_s = _schur_factor(B, kappa, name, lam_name)
-    D_inv = solve_triangular(D, np.eye(m), lower=True, check_finite=False)
-    out = np.zeros((n + m, n + m))
-    out[:n, :n] = W
-    out[n:, :n] = -D_inv @ (B @ W)
-    out[n:, n:] = np.tril(D_inv)
-    return out, logdet + logdet_s, B, D
+def in_cholesky_form(model: TGPModel, threads: int | None) -> TGPModel:
+    """``model``, or for a model in inverse form its refit in Cholesky form (the bits of a fresh fit on
+    its points, weights and parameters; O(N^3) once)."""
+    if model.factor_form == "cholesky":
+        return model
+    w = model.sample_weight
+    parts = factorize(model.X, model.Y, model.params, model.methods, threads, w)
+    return TGPModel._from_parts(model.X, model.Y, model.params, model.methods, parts, w)
 
 
 def _border_cholesky(S: np.ndarray, logdet: float, k: np.ndarray, kappa: np.ndarray, name: str, lam_name: str):
@@ -148,7 +146,7 @@ def partial_fit(model: TGPModel, X_new: ArrayLike, Y_new: ArrayLike, *, sample_w
         Shape mismatches, non-finite values, or a new point that duplicates
         a training point while its regulariser is 0.
     """
-    model = check_model(model)
+    model = in_cholesky_form(check_model(model), threads)
     Xn = as_2d("X_new", X_new)
     Yn = as_2d("Y_new", Y_new)
     dx, dy = model.X.shape[1], model.Y.shape[1]
@@ -180,8 +178,7 @@ def partial_fit(model: TGPModel, X_new: ArrayLike, Y_new: ArrayLike, *, sample_w
         Kx_n = _block(Xn, gx, _noise(p.lambda_x, wn, m))
         Ky_n = _block(Yn, gy, _noise(p.lambda_y, wn, m))
         a = p.alpha
-        chol = model.factor_form == "cholesky"
-        border = _border_cholesky if chol else _border
+        border = _border_cholesky
         Wx, ld_x, Bx, Dx = border(model.Wx, model.logdet_x, kx, Kx_n, "K_X", "lambda_x")
         Wy, ld_y, By, Dy = border(model.Wy, model.logdet_y, ky, Ky_n, "K_Y", "lambda_y")
         Wxy, ld_xy, _, _ = border(model.Wxy, model.logdet_xy, (1 - a) * kx + a * ky,
@@ -192,14 +189,10 @@ def partial_fit(model: TGPModel, X_new: ArrayLike, Y_new: ArrayLike, *, sample_w
             n = model.n_train
             G = np.zeros((n + m, n + m))
             G[:n, :n] = model.G
-            if chol:
-                G[n:, :n] = solve_triangular(Dy, Bx - By @ model.G, lower=True, check_finite=False)
-                G[n:, n:] = np.tril(solve_triangular(Dy, Dx, lower=True, check_finite=False))
-            else:
-                G[n:, :n] = Wy[n:, n:] @ (Bx - By @ model.G)
-                G[n:, n:] = np.tril(Wy[n:, n:] @ Dx)
+            G[n:, :n] = solve_triangular(Dy, Bx - By @ model.G, lower=True, check_finite=False)
+            G[n:, n:] = np.tril(solve_triangular(Dy, Dx, lower=True, check_finite=False))
     factors = {"Wx": Wx, "Wy": Wy, "Wxy": Wxy, "logdet_x": ld_x, "logdet_y": ld_y, "logdet_xy": ld_xy,
-               "factor_form": model.factor_form}
+               "factor_form": "cholesky"}
     # every array here is new and held by nobody else: frozen, not copied
     return TGPModel._from_parts(X, Y, p, model.methods, _parts(X, Y, w, factors, G), w, copy=False)
 
@@ -224,22 +217,19 @@ def _check_indices(indices, n: int) -> np.ndarray:
 def _drop(model: TGPModel, R: np.ndarray):
     """The factors, log-determinants and ``G`` without the points ``R`` (rotations, highest index first)."""
     Wx, Wy, Wxy, G = model.Wx, model.Wy, model.Wxy, model.G
-    chol = model.factor_form == "cholesky"
-    drop = drop_index_cholesky if chol else drop_index
     for i in R[::-1]:
         i = int(i)
-        Wx, cx, sx = drop(Wx, i)
-        Wy, cy, sy = drop(Wy, i)
-        Wxy, _, _ = drop(Wxy, i)
+        Wx, cx, sx = drop_index_cholesky(Wx, i)
+        Wy, cy, sy = drop_index_cholesky(Wy, i)
+        Wxy, _, _ = drop_index_cholesky(Wxy, i)
         if G is not None:
             G = rotate_and_drop(G, i, cy, sy, cx, sx)
     for name, W in (("K_X", Wx), ("K_Y", Wy), ("K_XY", Wxy)):
         if not np.all(np.isfinite(W)) or np.any(np.diag(W) == 0.0):
             raise ValueError(f"the factor of {name} lost definiteness to rounding while removing points; refit instead")
-    sign = 2.0 if chol else -2.0  # log|K| = 2 sum log L_ii = -2 sum log |W_ii|
-    logdet = [sign * float(np.sum(np.log(np.abs(np.diag(W))))) for W in (Wx, Wy, Wxy)]
+    logdet = [2.0 * float(np.sum(np.log(np.abs(np.diag(W))))) for W in (Wx, Wy, Wxy)]  # log|K| = 2 sum log L_ii
     return {"Wx": Wx, "Wy": Wy, "Wxy": Wxy, "logdet_x": logdet[0], "logdet_y": logdet[1], "logdet_xy": logdet[2],
-            "factor_form": model.factor_form}, G
+            "factor_form": "cholesky"}, G
 
 
 def remove(model: TGPModel, indices: ArrayLike, *, threads: int | None = None) -> TGPModel:
@@ -248,7 +238,7 @@ def remove(model: TGPModel, indices: ArrayLike, *, threads: int | None = None) -
     Equals refitting on the remaining points (same order, weights and
     ``params``) up to rounding: each factor is rotated back to triangular
     form without the removed points (:mod:`fastsm._kernels.factor_update`),
-    ``log|K_kk| = -2 sum log|diag W'|``.
+    ``log|K_kk| = 2 sum log diag L'``.
 
     Parameters
     ----------
@@ -267,6 +257,7 @@ def remove(model: TGPModel, indices: ArrayLike, *, threads: int | None = None) -
     R = _check_indices(indices, n)
     if R.size == 0:
         return model
+    model = in_cholesky_form(model, threads)
     keep = np.setdiff1d(np.arange(n), R)
     with thread_limits(threads):
         factors, G = _drop(model, R)
@@ -283,6 +274,8 @@ def with_alpha(model: TGPModel, alpha: float, beta: float | None = None) -> TGPM
     (the arrays are read-only), so this costs one Cholesky instead of a fit.
     """
     model = check_model(model)
+    if alpha != model.params.alpha:
+        model = in_cholesky_form(model, None)
     p = dataclasses.replace(model.params, alpha=alpha, beta=model.params.beta if beta is None else beta)
     if p.alpha == model.params.alpha:
         parts_xy = {"Wxy": model.Wxy, "logdet_xy": model.logdet_xy}
@@ -292,9 +285,7 @@ def with_alpha(model: TGPModel, alpha: float, beta: float | None = None) -> TGPM
             gx, gy = p.widths()
             Kxy = ((1.0 - p.alpha) * weighted_gram(model.X, gx, p.lambda_x, w)
                    + p.alpha * weighted_gram(model.Y, gy, p.lambda_y, w))
-            factor = spd_cholesky if model.factor_form == "cholesky" else spd_factor
-            _, Wxy, ld = factor(Kxy, "K_XY", remedy("lambda_x or lambda_y", min(p.lambda_x, p.lambda_y), w),
-                                want_L=False)
+            _, Wxy, ld = spd_cholesky(Kxy, "K_XY", remedy("lambda_x or lambda_y", min(p.lambda_x, p.lambda_y), w))
         parts_xy = {"Wxy": Wxy, "logdet_xy": ld}
     parts = {name: getattr(model, name) for name in MODEL_PARTS}
     return TGPModel._from_parts(model.X, model.Y, p, model.methods, {**parts, **parts_xy}, model.sample_weight,
