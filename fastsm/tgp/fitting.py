@@ -240,18 +240,18 @@ def factorize(X: np.ndarray, Y: np.ndarray, params, methods: tuple[str, ...], th
                 fx, fy, fxy = pool.map(lambda j: spd_cholesky(*j), jobs)
         else:
             fx, fy, fxy = (spd_cholesky(*j) for j in jobs)
-        G = ikl_factor_cholesky(fy[1], fx[1]) if "ikl" in methods else None
+        G = ikl_factor_cholesky(fy[0], fx[0]) if "ikl" in methods else None
         coef = ridge(X, Y, sample_weight)
     spread = output_spread(Y)
     return {
-        "Wx": fx[1], "Wy": fy[1], "Wxy": fxy[1], "G": G,
-        "logdet_x": fx[2], "logdet_y": fy[2], "logdet_xy": fxy[2],
+        "Wx": fx[0], "Wy": fy[0], "Wxy": fxy[0], "G": G,
+        "logdet_x": fx[1], "logdet_y": fy[1], "logdet_xy": fxy[1],
         "y_spread": spread, "ridge_coef": coef, "factor_form": "cholesky",
     }
 
 
-def spd_cholesky(K: np.ndarray, name: str, remedy: str) -> tuple[None, np.ndarray, float]:
-    """``(None, S, log|K|)`` of an SPD matrix: its Cholesky factor ``L`` in symmetric storage ``S``
+def spd_cholesky(K: np.ndarray, name: str, remedy: str) -> tuple[np.ndarray, float]:
+    """``(S, log|K|)`` of an SPD matrix: its Cholesky factor ``L`` in symmetric storage ``S``
     (LAPACK's ``dpotrf`` on ``K``'s bytes; GIL released,
     :func:`fastsm._kernels.linalg.potrf_symmetric`).  Call on one BLAS thread.
 
@@ -269,7 +269,7 @@ def spd_cholesky(K: np.ndarray, name: str, remedy: str) -> tuple[None, np.ndarra
     logdet = 2.0 * float(np.sum(np.log(d)))
     if not (np.isfinite(logdet) and d.min() >= MIN_PIVOT):
         raise ValueError(f"{name} is numerically singular; {remedy}")
-    return None, S, logdet
+    return S, logdet
 
 
 def ikl_factor_cholesky(Sy: np.ndarray, Sx: np.ndarray) -> np.ndarray:
@@ -302,7 +302,7 @@ def inverse_parts(model) -> dict:
 MIN_PIVOT: float = float(np.sqrt(np.finfo(np.float64).tiny))
 
 
-def cholesky_form(n: int, methods: tuple[str, ...]) -> bool:
+def own_factorisation(n: int, methods: tuple[str, ...]) -> bool:
     """Whether a local model of ``n`` points for ``methods`` is factorised by fastsm's own kernel
     (:func:`factorize_cholesky`, one GIL-free call) rather than by LAPACK (:func:`factorize`; both give
     the Cholesky form): up to ``config.ROW_PRODUCTS_MAX_N`` points (local models of one or a few points per
@@ -311,7 +311,7 @@ def cholesky_form(n: int, methods: tuple[str, ...]) -> bool:
 
 
 def factorize_cholesky(X: np.ndarray, Y: np.ndarray, params, sample_weight: np.ndarray | None = None) -> dict:
-    """:func:`factorize` for a small model in Cholesky form (KLTGP and SMTGP; :func:`cholesky_form`).
+    """:func:`factorize` for a small model in Cholesky form (KLTGP and SMTGP; :func:`own_factorisation`).
 
     ``Wx``, ``Wy``, ``Wxy`` hold the Cholesky factors ``L`` of ``K_X``, ``K_Y``, ``K_XY`` in
     symmetric storage (lower triangle ``L``, upper ``L^T``; ``factor_form = "cholesky"``), by

@@ -57,7 +57,7 @@ from fastsm._progress import Progress
 from fastsm._threads import resolve_threads, stop_requested, thread_limits, worker_pool
 from fastsm._validation import as_2d, check_choice, check_int
 from fastsm.tgp import regions as _regions
-from fastsm.tgp.fitting import MIN_PIVOT, check_training, cholesky_form
+from fastsm.tgp.fitting import MIN_PIVOT, check_training, own_factorisation
 from fastsm.tgp.local_model import LOCAL_METHODS, SHARES, LocalTGPModel, fit_members, shared_model
 from fastsm.tgp.model import Prediction, TGPParams, check_inputs
 from fastsm.tgp.neighbours import chunk_rows, neighbour_groups, tree_order
@@ -186,12 +186,13 @@ class _KnnBlocks:
 
 
 def knn_blocks(model: LocalTGPModel, X: np.ndarray, Y0, opts: PredictOptions, out: dict, staged) -> _KnnBlocks | None:
-    """:class:`_KnnBlocks` where a prediction's per-point models are in Cholesky form
-    (``share="none"``, KLTGP or SMTGP, ``K < n_train``), else ``None``."""
+    """:class:`_KnnBlocks` where a prediction's per-point models are fitted by fastsm's own factorisation
+    (``share="none"``, KLTGP or SMTGP, ``K < n_train``, :func:`~fastsm.tgp.fitting.own_factorisation`), else
+    ``None``."""
     method = opts.method
     methods = LOCAL_METHODS[method]
     if model.share != "none" or method not in ("kl", "sm") or model.n_neighbors >= model.n_train \
-            or not cholesky_form(model.n_neighbors, methods):
+            or not own_factorisation(model.n_neighbors, methods):
         return None
     chosen = resolved_init(opts.init, method)
     if isinstance(chosen, str):

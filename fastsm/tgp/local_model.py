@@ -14,7 +14,7 @@ from scipy.spatial import cKDTree
 from fastsm._threads import resolve_threads, worker_pool
 from fastsm._validation import check_choice, check_int
 from fastsm.tgp import regions as _regions
-from fastsm.tgp.fitting import cholesky_form, factorize, factorize_cholesky
+from fastsm.tgp.fitting import factorize, factorize_cholesky, own_factorisation
 from fastsm.tgp.model import TGPModel, TGPParams, check_inputs
 from fastsm.tgp.views import with_row_products
 
@@ -186,7 +186,7 @@ def local_model(X: np.ndarray, Y: np.ndarray, params: TGPParams, methods: tuple[
     (:func:`fastsm.tgp.views.with_row_products`) and, without IKLTGP, is factorised by one GIL-free kernel
     (:func:`fastsm.tgp.fitting.factorize_cholesky`); the others by LAPACK (:func:`fastsm.tgp.fitting.factorize`).
     """
-    if rows and cholesky_form(X.shape[0], methods):
+    if rows and own_factorisation(X.shape[0], methods):
         parts = factorize_cholesky(X, Y, params, sample_weight)
     else:
         parts = factorize(X, Y, params, methods, threads=1, sample_weight=sample_weight)

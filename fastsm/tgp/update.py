@@ -90,7 +90,7 @@ def in_cholesky_form(model: TGPModel, threads: int | None) -> TGPModel:
     return TGPModel._from_parts(model.X, model.Y, model.params, model.methods, parts, w)
 
 
-def _border_cholesky(S: np.ndarray, logdet: float, k: np.ndarray, kappa: np.ndarray, name: str, lam_name: str):
+def _border(S: np.ndarray, logdet: float, k: np.ndarray, kappa: np.ndarray, name: str, lam_name: str):
     """``(S', log|K'|, B, D)`` of ``[[K, k], [k^T, kappa]]`` from its Cholesky factor in symmetric storage
     ``S``: ``L' = [[L, 0], [B, D]]`` with ``B = (L^-1 k)^T`` (one triangular solve) and ``D`` the Cholesky
     factor of the Schur complement ``kappa - B B^T`` (a model in Cholesky form, #55)."""
@@ -178,10 +178,9 @@ def partial_fit(model: TGPModel, X_new: ArrayLike, Y_new: ArrayLike, *, sample_w
         Kx_n = _block(Xn, gx, _noise(p.lambda_x, wn, m))
         Ky_n = _block(Yn, gy, _noise(p.lambda_y, wn, m))
         a = p.alpha
-        border = _border_cholesky
-        Wx, ld_x, Bx, Dx = border(model.Wx, model.logdet_x, kx, Kx_n, "K_X", "lambda_x")
-        Wy, ld_y, By, Dy = border(model.Wy, model.logdet_y, ky, Ky_n, "K_Y", "lambda_y")
-        Wxy, ld_xy, _, _ = border(model.Wxy, model.logdet_xy, (1 - a) * kx + a * ky,
+        Wx, ld_x, Bx, Dx = _border(model.Wx, model.logdet_x, kx, Kx_n, "K_X", "lambda_x")
+        Wy, ld_y, By, Dy = _border(model.Wy, model.logdet_y, ky, Ky_n, "K_Y", "lambda_y")
+        Wxy, ld_xy, _, _ = _border(model.Wxy, model.logdet_xy, (1 - a) * kx + a * ky,
                                   (1 - a) * Kx_n + a * Ky_n, "K_XY", "lambda_x or lambda_y")
         G = None
         if model.G is not None:
@@ -285,7 +284,7 @@ def with_alpha(model: TGPModel, alpha: float, beta: float | None = None) -> TGPM
             gx, gy = p.widths()
             Kxy = ((1.0 - p.alpha) * weighted_gram(model.X, gx, p.lambda_x, w)
                    + p.alpha * weighted_gram(model.Y, gy, p.lambda_y, w))
-            _, Wxy, ld = spd_cholesky(Kxy, "K_XY", remedy("lambda_x or lambda_y", min(p.lambda_x, p.lambda_y), w))
+            Wxy, ld = spd_cholesky(Kxy, "K_XY", remedy("lambda_x or lambda_y", min(p.lambda_x, p.lambda_y), w))
         parts_xy = {"Wxy": Wxy, "logdet_xy": ld}
     parts = {name: getattr(model, name) for name in MODEL_PARTS}
     return TGPModel._from_parts(model.X, model.Y, p, model.methods, {**parts, **parts_xy}, model.sample_weight,
