@@ -44,7 +44,8 @@ def seed_inverse(p, Hx, it):
             L[c, e] = Hx[c, e]
     if potrf_symmetric(L) != 0:
         return
-    unit = np.zeros(d)
+    unit = np.empty(d)
+    unit[:] = 0.0
     for c in range(d):  # H^-1 column by column
         unit[c] = 1.0
         col = cholesky_solve(L, unit)

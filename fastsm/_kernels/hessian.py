@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from fastsm._kernels.linalg import a_bt, at_b
 from fastsm._kernels.objectives import (
     K_ROW,
     R1_ROW,
@@ -102,9 +103,12 @@ def _assemble(obj, q, r, Yt, work, jw, out, H):
             D[i, c] = y[c] - Z[i, c]
             Dw[i, c] = wy * D[i, c]
             Dw[i, dy + c] = wxy * D[i, c]
-    B = np.dot(D.T, Dw)  # [B(u_y) | B(u_xy)] without their factors and diagonals
-    gy = np.zeros(dy)  # grad eta_y = 4 gamma sum_i u_y,i k_i d_i
-    gxy = np.zeros(dy)  # grad eta_xy = 4 a gamma sum_i u_xy,i k_i d_i
+    B = np.empty((dy, 2 * dy))
+    at_b(D, Dw, B)  # [B(u_y) | B(u_xy)] without their factors and diagonals
+    gy = np.empty(dy)  # grad eta_y = 4 gamma sum_i u_y,i k_i d_i
+    gxy = np.empty(dy)  # grad eta_xy = 4 a gamma sum_i u_xy,i k_i d_i
+    gy[:] = 0.0
+    gxy[:] = 0.0
     for i in range(n):
         for c in range(dy):
             gy[c] += Dw[i, c]
@@ -114,8 +118,10 @@ def _assemble(obj, q, r, Yt, work, jw, out, H):
         gxy[c] *= 4.0 * gamma * a
     Zq = jw[Z1_ROW, q * dy:(q + 1) * dy]
     Xq = jw[Z2_ROW, q * dy:(q + 1) * dy]
-    Ay = np.dot(Zq, Zq.T)
-    Axy = np.dot(Xq, Xq.T)
+    Ay = np.empty((dy, dy))
+    a_bt(Zq, Zq, Ay)
+    Axy = np.empty((dy, dy))
+    a_bt(Xq, Xq, Axy)
     g2 = 4.0 * gamma * gamma
     cf = -1.0 / (2.0 * (1.0 - a))
     for c in range(dy):

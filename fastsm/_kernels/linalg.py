@@ -1,5 +1,6 @@
 """Dense linear algebra: fastsm's one Cholesky factorisation of its own (#54), its substitutions,
-and the one LAPACK binding (``dpotrf``, :func:`potrf_symmetric`).
+the one LAPACK binding (``dpotrf``, :func:`potrf_symmetric`) and the one BLAS binding (``dgemm``,
+:func:`at_b` and :func:`a_bt`).
 
 :func:`factor_symmetric` factorises in place into symmetric storage (lower triangle ``L``, upper
 ``L^T``), eight rows at a time with explicit eight-lane vectors (:mod:`fastsm._kernels.simd`):
@@ -10,7 +11,9 @@ reference form (:mod:`fastsm._kernels.cubic`): their bits depend on the matrix o
 BLAS or the CPU.  :func:`potrf_symmetric` (LAPACK) factorises the global models' matrices, orders
 above ``CHOLESKY_MAX_N``, and the optimiser's ``dy × dy`` Hessians
 (:func:`fastsm._kernels.curvature.seed_inverse`), where an external call compiles in a fraction
-of the time of the loops."""
+of the time of the loops.  The BLAS products serve the exact Hessian's ``dy × dy`` Gram matrices
+(:mod:`fastsm._kernels.hessian`): ``np.dot`` compiled four of Numba's implementations there (0.3 s of a
+cold start)."""
 
 from __future__ import annotations
 
@@ -30,6 +33,15 @@ _POTRF_SIG = types.void(types.CPointer(types.int8), types.CPointer(types.intc), 
                         types.CPointer(types.intc), types.CPointer(types.intc))
 _dpotrf = types.ExternalFunction("fastsm_dpotrf", _POTRF_SIG)
 _L = ord("L")
+# BLAS's dgemm, reached by name as dpotrf is: C = alpha op(A) op(B) + beta C, column-major.
+llvm.add_symbol("fastsm_dgemm", get_cython_function_address("scipy.linalg.cython_blas", "dgemm"))
+_GEMM_SIG = types.void(types.CPointer(types.int8), types.CPointer(types.int8), types.CPointer(types.intc),
+                       types.CPointer(types.intc), types.CPointer(types.intc), types.CPointer(types.float64),
+                       types.CPointer(types.float64), types.CPointer(types.intc), types.CPointer(types.float64),
+                       types.CPointer(types.intc), types.CPointer(types.float64), types.CPointer(types.float64),
+                       types.CPointer(types.intc))
+_dgemm = types.ExternalFunction("fastsm_dgemm", _GEMM_SIG)
+_N, _T = ord("N"), ord("T")
 
 
 @intrinsic
@@ -78,6 +90,42 @@ def potrf_symmetric(A):
     if info == 0:
         mirror_upper(A)
     return info
+
+
+@kernel()
+def _gemm(ta, tb, dims, X, Y, C):
+    """BLAS's ``C = op(X) op(Y)`` in column-major terms, ``dims = (m, n, k, ldx, ldy, ldc)``; ``X``, ``Y``
+    and ``C``: pointers (one signature for every layout of the arrays)."""
+    flags = np.empty(2, dtype=np.int8)
+    flags[0] = ta
+    flags[1] = tb
+    scal = np.empty(2)
+    scal[0] = 1.0
+    scal[1] = 0.0
+    d = np.empty(6, dtype=np.intc)
+    for i in range(6):
+        d[i] = dims[i]
+    _dgemm(ptr(flags, 0), ptr(flags, 1), ptr(d, 0), ptr(d, 1), ptr(d, 2), ptr(scal, 0), X, ptr(d, 3), Y,
+           ptr(d, 4), ptr(scal, 1), C, ptr(d, 5))
+
+
+@kernel(inline=True)
+def at_b(A, B, C):
+    """``C = A^T B`` (``A``: k × m, ``B``: k × p, ``C``: m × p; rows contiguous) by BLAS's ``dgemm``.
+    Its bits are the BLAS's (one BLAS thread: deterministic)."""
+    k, m = A.shape
+    p = B.shape[1]  # column-major: C^T (p × m) = B^T A, the memory of B^T and of A^T
+    _gemm(_N, _T, (p, m, k, B.strides[0] // 8, A.strides[0] // 8, C.strides[0] // 8),
+          ptr(B, 0), ptr(A, 0), ptr(C, 0))
+
+
+@kernel(inline=True)
+def a_bt(A, B, C):
+    """``C = A B^T`` (``A``: m × k, ``B``: p × k, ``C``: m × p; rows contiguous) by BLAS's ``dgemm``."""
+    m, k = A.shape
+    p = B.shape[0]  # column-major: C^T (p × m) = B A^T, the memory of B^T and of A^T
+    _gemm(_T, _N, (p, m, k, B.strides[0] // 8, A.strides[0] // 8, C.strides[0] // 8),
+          ptr(B, 0), ptr(A, 0), ptr(C, 0))
 
 
 @kernel()

@@ -79,7 +79,8 @@ def minimize_batch(obj, pts, start, opts, stop, cubic, plan):
     hess = np.empty((hc, d, d))
     hrow = np.empty(w, dtype=np.int64)
     held_r = np.empty(w, dtype=np.int64)  # the left-out training point of each evaluated row
-    slot = np.full(w, -1, dtype=np.int64)
+    slot = np.empty(w, dtype=np.int64)
+    slot[:] = -1
     rows = np.empty(w, dtype=np.int64)
     row_slot = np.empty(w, dtype=np.int64)
     Yt = np.empty((w, d))
@@ -87,7 +88,8 @@ def minimize_batch(obj, pts, start, opts, stop, cubic, plan):
     Gt = np.empty((w, d))
     ey = np.empty(w)
     exy = np.empty(w)
-    ht = np.zeros(w, dtype=np.int64)
+    ht = np.empty(w, dtype=np.int64)
+    ht[:] = 0
     next_point = 0
     while stop[0] == 0:
         nr = 0

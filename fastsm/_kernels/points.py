@@ -72,7 +72,8 @@ def tri_rows_of(A, M, forward, plan):
     for r in range(m):  # loops, not a slice assignment: its shape check costs compile time
         for j in range(n):
             work[0, r, j] = A[r, j]
-    ops = np.zeros((1, 4), dtype=np.int64)
+    ops = np.empty((1, 4), dtype=np.int64)
+    ops[:] = 0
     ops[0, 2] = 1 if forward else 0
     ops[0, 3] = 1
     run_products(work, M, M, ops, m, plan)
@@ -80,9 +81,19 @@ def tri_rows_of(A, M, forward, plan):
 
 
 @kernel(inline=True)
+def _any_held(held):
+    """Whether a row of ``held`` leaves a training point out (a loop: ``held.max()`` compiles four of
+    Numba's implementations)."""
+    for h in held:
+        if h >= 0:
+            return True
+    return False
+
+
+@kernel(inline=True)
 def _forward(Kx, W, V, plan, held):
     Z = tri_rows_of(Kx, W, True, plan)
-    if held.shape[0] > 0 and held.max() >= 0:
+    if _any_held(held):
         project_rows(Z, V, held)
     return Z
 
@@ -105,7 +116,7 @@ def point_data(fit, Xb, method, plan, held):
     Kx = np.empty((m, n))
     rbf_cross(Xb, fit.X, fit.gamma_x, Kx)
     ex = np.empty(m, dtype=np.bool_)
-    nearest = np.zeros(m, dtype=np.int64)
+    nearest = np.empty(m, dtype=np.int64)
     for r in range(m):
         top = -np.inf
         skip = held[r]
@@ -154,7 +165,8 @@ def evaluate_at(obj, pts, Yb, plan):
     """One evaluation of ``obj`` at every row of ``Yb`` (point ``r`` of ``pts`` at ``Yb[r]``,
     :func:`~fastsm._kernels.objectives.evaluate_rows`): its :class:`~fastsm._kernels.objectives.Evaluations`."""
     m, dy = Yb.shape
-    out = Evaluations(np.empty(m), np.empty((m, dy)), np.empty(m), np.empty(m), np.zeros(m, dtype=np.int64))
+    out = Evaluations(np.empty(m), np.empty((m, dy)), np.empty(m), np.empty(m), np.empty(m, dtype=np.int64))
+    out.hits[:] = 0
     evaluate_rows(obj, pts, np.arange(m), np.ascontiguousarray(Yb), out,
                   Products(workspace(m, obj.Z.shape[0]), plan), None)
     return out
@@ -166,10 +178,11 @@ def _column_extremes(Y):
     ``(lo1, lo2, hi1, hi2)`` (a value present twice fills both places; ``lo2 = lo1`` and
     ``hi2 = hi1`` for one row).  O(N dy), once per call."""
     n, dy = Y.shape
-    lo1 = np.full(dy, np.inf)
-    lo2 = np.full(dy, np.inf)
-    hi1 = np.full(dy, -np.inf)
-    hi2 = np.full(dy, -np.inf)
+    lo1, lo2, hi1, hi2 = np.empty(dy), np.empty(dy), np.empty(dy), np.empty(dy)
+    lo1[:] = np.inf
+    lo2[:] = np.inf
+    hi1[:] = -np.inf
+    hi2[:] = -np.inf
     for i in range(n):
         for c in range(dy):
             v = Y[i, c]
@@ -221,7 +234,8 @@ def supported_alternatives(Y, Y0, nearest, ex, held, spread):
     """
     m, dy = Y0.shape
     n = Y.shape[0]
-    absmax = np.zeros(dy)
+    absmax = np.empty(dy)
+    absmax[:] = 0.0
     for i in range(n):
         for c in range(dy):
             absmax[c] = max(absmax[c], abs(Y[i, c]))
@@ -229,7 +243,8 @@ def supported_alternatives(Y, Y0, nearest, ex, held, spread):
     lo = np.empty(dy)
     hi = np.empty(dy)
     alt = np.empty((m, dy))
-    use = np.zeros(m, dtype=np.bool_)
+    use = np.empty(m, dtype=np.bool_)
+    use[:] = False
     for r in range(m):
         _column_bounds(Y, ext, held, r, lo, hi)
         outside = False

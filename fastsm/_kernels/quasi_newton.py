@@ -103,14 +103,38 @@ WAITING, START, SEARCH, DONE, ALT = 0, 1, 2, 3, 4
 
 @kernel()
 def new_iterates(Y0):
-    """The state of points starting at ``Y0`` (B × d), all :data:`WAITING`."""
+    """The state of points starting at ``Y0`` (B × d), all :data:`WAITING`.
+
+    Arrays come from ``np.empty`` with a scalar fill: ``np.zeros``, ``np.ones`` and ``np.full`` would
+    each compile Numba's implementation for every shape and dtype (0.5 s of a cold start, #54)."""
     B, d = Y0.shape
-    return Iterates(Y0.copy(), np.full(B, np.nan), np.zeros((B, d)), np.zeros((B, d, d)), np.empty((B, d)),
-                    np.zeros(B, dtype=np.bool_), np.zeros((B, d)), np.ones(B), np.zeros(B), np.zeros(B),
-                    np.zeros(B, dtype=np.int64), np.zeros(B, dtype=np.bool_), np.ones(B, dtype=np.bool_),
-                    Y0.copy(), np.zeros(B, dtype=np.int64), np.zeros(B, dtype=np.int64),
-                    np.zeros(B, dtype=np.int64), np.full(B, np.nan), np.full(B, np.nan),
-                    np.full(B, WAITING, dtype=np.int64), np.zeros(B, dtype=np.bool_))
+    f, t, slope, gd_len, eta_y, eta_xy = np.empty(B), np.empty(B), np.empty(B), np.empty(B), np.empty(B), np.empty(B)
+    f[:] = np.nan
+    t[:] = 1.0
+    slope[:] = 0.0
+    gd_len[:] = 0.0
+    eta_y[:] = np.nan
+    eta_xy[:] = np.nan
+    G, P, H = np.empty((B, d)), np.empty((B, d)), np.empty((B, d, d))
+    G[:] = 0.0
+    P[:] = 0.0
+    H[:] = 0.0
+    n_iter, n_ls, n_eval, hits, state = (np.empty(B, dtype=np.int64), np.empty(B, dtype=np.int64),
+                                         np.empty(B, dtype=np.int64), np.empty(B, dtype=np.int64),
+                                         np.empty(B, dtype=np.int64))
+    n_iter[:] = 0
+    n_ls[:] = 0
+    n_eval[:] = 0
+    hits[:] = 0
+    state[:] = WAITING
+    h_scaled, converged, active, h_exact = (np.empty(B, dtype=np.bool_), np.empty(B, dtype=np.bool_),
+                                            np.empty(B, dtype=np.bool_), np.empty(B, dtype=np.bool_))
+    h_scaled[:] = False
+    converged[:] = False
+    active[:] = True
+    h_exact[:] = False
+    return Iterates(Y0.copy(), f, G, H, np.empty((B, d)), h_scaled, P, t, slope, gd_len, n_iter, converged,
+                    active, Y0.copy(), n_ls, n_eval, hits, eta_y, eta_xy, state, h_exact)
 
 
 @kernel(inline=True)

@@ -51,7 +51,7 @@ def sumsq_rows(Zrows, kzz, floor, eta):
     loop costs more to compile than it saves.
     """
     m, n = Zrows.shape
-    hits = np.zeros(m, dtype=np.int64)
+    hits = 0
     for p in range(m):
         s = 0.0
         for j in range(n):
@@ -59,6 +59,6 @@ def sumsq_rows(Zrows, kzz, floor, eta):
         e = kzz - s
         if not e > floor:
             e = floor
-            hits[p] = 1
+            hits += 1
         eta[p] = e
-    return hits.sum()
+    return hits

@@ -64,7 +64,8 @@ def gram_upper(Z, gamma, K):
     """
     n, d = Z.shape
     w = (n + 7) // 8 * 8 + 8
-    Zt = np.zeros(d * w)
+    Zt = np.empty(d * w)
+    Zt[:] = 0.0
     for i in range(n):
         for c in range(d):
             Zt[c * w + i] = Z[i, c]
@@ -128,7 +129,10 @@ def rbf_cross(A, Z, gamma, out):
     """
     m = A.shape[0]
     n = Z.shape[0]
-    Zt = np.ascontiguousarray(Z.T)
+    Zt = np.empty((Z.shape[1], n))
+    for j in range(n):
+        for c in range(Z.shape[1]):
+            Zt[c, j] = Z[j, c]
     scratch = np.empty((2, n))
     for i in range(m):
         row = out[i, :n]
@@ -264,7 +268,7 @@ def exp_neg_scaled(x, gamma, scale, low):
     # separate loops keep fast-math reassociation from merging the two halves of ln 2
     for j in range(n):
         v = -gamma * x[j]
-        vc = max(v, _EXP_LOW)
+        vc = _EXP_LOW if v < _EXP_LOW else v  # max(v, _EXP_LOW), NaN kept
         k = np.rint(vc * _LOG2E)
         x[j] = vc - k * _LN2_HI
         low[j] = k * _LN2_LO

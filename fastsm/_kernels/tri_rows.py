@@ -80,10 +80,11 @@ def _sweep4(P, r, S, p0, step, c, lo, hi):
         z3[i] = z3[i] - e0 * w0 - e1 * w1 - e2 * w2 - e3 * w3
 
 
-@kernel(inline=True)
+@kernel()
 def _pivot(y, x, diag, solve):
     """A pivot's coefficient and its own entry: ``y * (1 / diag)`` for both (a substitution), or ``-x`` and
-    ``y - (-x) diag`` (a product)."""
+    ``y - (-x) diag`` (a product).  A kernel of its own (LLVM inlines it): ten copies inlined at Numba's IR
+    level cost 0.25 s of a cold ``import fastsm``."""
     if solve:
         a = y * (1.0 / diag)
         return a, a
@@ -126,11 +127,93 @@ def _block4(P, X, r, S, p0, step, solve, c):
 
 
 @kernel(inline=True)
-def rows4(X, S, P, m, fwd, solve):
+def row_forward(x, y, S, solve):
+    """``y <- L^-1 y`` (``solve``; ``y`` holds ``x``) or ``y <- y + M x`` for one row: four pivots per sweep,
+    each block's own triangle in registers (the operations of :func:`rows4`, in the same order)."""
+    n = S.shape[0]
+    j = 0
+    while j + 4 <= n:
+        a0, y0 = _pivot(y[j], x[j], S[j, j], solve)
+        y1 = y[j + 1] - a0 * S[j, j + 1]
+        y2 = y[j + 2] - a0 * S[j, j + 2]
+        y3 = y[j + 3] - a0 * S[j, j + 3]
+        a1, y1 = _pivot(y1, x[j + 1], S[j + 1, j + 1], solve)
+        y2 = y2 - a1 * S[j + 1, j + 2]
+        y3 = y3 - a1 * S[j + 1, j + 3]
+        a2, y2 = _pivot(y2, x[j + 2], S[j + 2, j + 2], solve)
+        y3 = y3 - a2 * S[j + 2, j + 3]
+        a3, y3 = _pivot(y3, x[j + 3], S[j + 3, j + 3], solve)
+        y[j], y[j + 1], y[j + 2], y[j + 3] = y0, y1, y2, y3
+        _sweep1((a0, a1, a2, a3), S[j, j + 4:], S[j + 1, j + 4:], S[j + 2, j + 4:], S[j + 3, j + 4:], y[j + 4:])
+        j += 4
+    while j < n:
+        a, y[j] = _pivot(y[j], x[j], S[j, j], solve)
+        col = S[j, j + 1:]
+        tail = y[j + 1:]
+        for i in range(n - j - 1):
+            tail[i] -= a * col[i]
+        j += 1
+
+
+@kernel(inline=True)
+def row_backward(x, y, S, solve):
+    """``y <- L^-T y`` (``solve``) or ``y <- y + M^T x`` for one row, as :func:`row_forward` with the pivots
+    descending."""
+    n = S.shape[0]
+    i = n - 1
+    while i + 1 >= 4:
+        a0, y0 = _pivot(y[i], x[i], S[i, i], solve)
+        y1 = y[i - 1] - a0 * S[i, i - 1]
+        y2 = y[i - 2] - a0 * S[i, i - 2]
+        y3 = y[i - 3] - a0 * S[i, i - 3]
+        a1, y1 = _pivot(y1, x[i - 1], S[i - 1, i - 1], solve)
+        y2 = y2 - a1 * S[i - 1, i - 2]
+        y3 = y3 - a1 * S[i - 1, i - 3]
+        a2, y2 = _pivot(y2, x[i - 2], S[i - 2, i - 2], solve)
+        y3 = y3 - a2 * S[i - 2, i - 3]
+        a3, y3 = _pivot(y3, x[i - 3], S[i - 3, i - 3], solve)
+        y[i], y[i - 1], y[i - 2], y[i - 3] = y0, y1, y2, y3
+        h = i - 3
+        _sweep1((a0, a1, a2, a3), S[i, :h], S[i - 1, :h], S[i - 2, :h], S[i - 3, :h], y[:h])
+        i -= 4
+    while i >= 0:
+        a, y[i] = _pivot(y[i], x[i], S[i, i], solve)
+        row = S[i, :i]
+        for j in range(i):
+            y[j] -= a * row[j]
+        i -= 1
+
+
+@kernel(inline=True)
+def _sweep1(a, r0, r1, r2, r3, z):
+    """``z[i] -= a[0] r0[i]``, then ``a[1] r1[i]``, ``a[2] r2[i]``, ``a[3] r3[i]``, for every ``i``."""
+    a0, a1, a2, a3 = a
+    for i in range(z.shape[0]):
+        v = z[i]
+        v -= a0 * r0[i]
+        v -= a1 * r1[i]
+        v -= a2 * r2[i]
+        v -= a3 * r3[i]
+        z[i] = v
+
+
+#: The row loops' C functions: ``(X, ldx, m, S, n, P, ldp, mode)``, ``X`` and ``P`` of ``m`` rows with
+#: leading dimensions ``ldx`` and ``ldp``, ``S`` ``n × n``; ``mode`` bit 0 ``fwd``, bit 1 ``solve``.
+ROWS_SIG = types.void(types.CPointer(types.float64), types.int64, types.int64, types.CPointer(types.float64),
+                      types.int64, types.CPointer(types.float64), types.int64, types.int64)
+
+
+@cfunc(ROWS_SIG, cache=True, fastmath=set(FASTMATH_FLAGS), error_model="numpy")
+def rows4(x, ldx, m, s, n, p, ldp, mode):
     """``P[r, :n]`` for ``r < m`` (``m`` a multiple of four): row ``X[r, :n]`` times the lower triangle ``M``
     of ``S`` (``n × n``, symmetric storage): ``M x`` (``fwd``) or ``M^T x``; with ``solve`` ``M^-1 x`` or
-    ``M^-T x``.  Four rows and four pivots per sweep, in groups of :data:`GROUP` rows (module docstring)."""
-    n = S.shape[0]
+    ``M^-T x`` (:data:`ROWS_SIG`).  Four rows and four pivots per sweep, in groups of :data:`GROUP` rows
+    (module docstring).  The loops are the C function's own body: inlined into it from a kernel of
+    their own, their Numba IR was copied once more (0.25 s of a cold ``import fastsm``, #54)."""
+    X = carray(x, (m, ldx))
+    S = carray(s, (n, n))
+    P = carray(p, (m, ldp))
+    fwd, solve = (mode & 1) == 1, (mode & 2) == 2
     c = np.empty((4, 4))
     step = 1 if fwd else -1
     for r0 in range(0, m, GROUP):
@@ -165,87 +248,6 @@ def rows4(X, S, P, m, fwd, solve):
             k += b
 
 
-@kernel(inline=True)
-def row_forward(x, y, S, solve):
-    """``y <- L^-1 y`` (``solve``; ``y`` holds ``x``) or ``y <- y + M x`` for one row: four pivots per sweep,
-    each block's own triangle in registers (the operations of :func:`rows4`, in the same order)."""
-    n = S.shape[0]
-    j = 0
-    while j + 4 <= n:
-        a0, y0 = _pivot(y[j], x[j], S[j, j], solve)
-        y1 = y[j + 1] - a0 * S[j, j + 1]
-        y2 = y[j + 2] - a0 * S[j, j + 2]
-        y3 = y[j + 3] - a0 * S[j, j + 3]
-        a1, y1 = _pivot(y1, x[j + 1], S[j + 1, j + 1], solve)
-        y2 = y2 - a1 * S[j + 1, j + 2]
-        y3 = y3 - a1 * S[j + 1, j + 3]
-        a2, y2 = _pivot(y2, x[j + 2], S[j + 2, j + 2], solve)
-        y3 = y3 - a2 * S[j + 2, j + 3]
-        a3, y3 = _pivot(y3, x[j + 3], S[j + 3, j + 3], solve)
-        y[j], y[j + 1], y[j + 2], y[j + 3] = y0, y1, y2, y3
-        _sweep1(a0, a1, a2, a3, S[j, j + 4:], S[j + 1, j + 4:], S[j + 2, j + 4:], S[j + 3, j + 4:], y[j + 4:])
-        j += 4
-    while j < n:
-        a, y[j] = _pivot(y[j], x[j], S[j, j], solve)
-        col = S[j, j + 1:]
-        tail = y[j + 1:]
-        for i in range(n - j - 1):
-            tail[i] -= a * col[i]
-        j += 1
-
-
-@kernel(inline=True)
-def row_backward(x, y, S, solve):
-    """``y <- L^-T y`` (``solve``) or ``y <- y + M^T x`` for one row, as :func:`row_forward` with the pivots
-    descending."""
-    n = S.shape[0]
-    i = n - 1
-    while i + 1 >= 4:
-        a0, y0 = _pivot(y[i], x[i], S[i, i], solve)
-        y1 = y[i - 1] - a0 * S[i, i - 1]
-        y2 = y[i - 2] - a0 * S[i, i - 2]
-        y3 = y[i - 3] - a0 * S[i, i - 3]
-        a1, y1 = _pivot(y1, x[i - 1], S[i - 1, i - 1], solve)
-        y2 = y2 - a1 * S[i - 1, i - 2]
-        y3 = y3 - a1 * S[i - 1, i - 3]
-        a2, y2 = _pivot(y2, x[i - 2], S[i - 2, i - 2], solve)
-        y3 = y3 - a2 * S[i - 2, i - 3]
-        a3, y3 = _pivot(y3, x[i - 3], S[i - 3, i - 3], solve)
-        y[i], y[i - 1], y[i - 2], y[i - 3] = y0, y1, y2, y3
-        h = i - 3
-        _sweep1(a0, a1, a2, a3, S[i, :h], S[i - 1, :h], S[i - 2, :h], S[i - 3, :h], y[:h])
-        i -= 4
-    while i >= 0:
-        a, y[i] = _pivot(y[i], x[i], S[i, i], solve)
-        row = S[i, :i]
-        for j in range(i):
-            y[j] -= a * row[j]
-        i -= 1
-
-
-@kernel(inline=True)
-def _sweep1(a0, a1, a2, a3, r0, r1, r2, r3, z):
-    """``z[i] -= a0 r0[i]``, then ``a1 r1[i]``, ``a2 r2[i]``, ``a3 r3[i]``, for every ``i``."""
-    for i in range(z.shape[0]):
-        v = z[i]
-        v -= a0 * r0[i]
-        v -= a1 * r1[i]
-        v -= a2 * r2[i]
-        v -= a3 * r3[i]
-        z[i] = v
-
-
-#: The row loops' C functions: ``(X, ldx, m, S, n, P, ldp, mode)``, ``X`` and ``P`` of ``m`` rows with
-#: leading dimensions ``ldx`` and ``ldp``, ``S`` ``n × n``; ``mode`` bit 0 ``fwd``, bit 1 ``solve``.
-ROWS_SIG = types.void(types.CPointer(types.float64), types.int64, types.int64, types.CPointer(types.float64),
-                      types.int64, types.CPointer(types.float64), types.int64, types.int64)
-
-
-@cfunc(ROWS_SIG, cache=True, fastmath=set(FASTMATH_FLAGS), error_model="numpy")
-def _rows4_c(x, ldx, m, s, n, p, ldp, mode):
-    rows4(carray(x, (m, ldx)), carray(s, (n, n)), carray(p, (m, ldp)), m, (mode & 1) == 1, (mode & 2) == 2)
-
-
 @cfunc(ROWS_SIG, cache=True, fastmath=set(FASTMATH_FLAGS), error_model="numpy")
 def _row_c(x, ldx, m, s, n, p, ldp, mode):
     S = carray(s, (n, n))
@@ -263,7 +265,7 @@ def _row_c(x, ldx, m, s, n, p, ldp, mode):
 
 
 # registered before any kernel calling them is compiled or loaded from the cache (as the BLAS symbols)
-llvm.add_symbol("fastsm_rows4", _rows4_c.address)
+llvm.add_symbol("fastsm_rows4", rows4.address)
 llvm.add_symbol("fastsm_row", _row_c.address)
 _rows4_call = types.ExternalFunction("fastsm_rows4", ROWS_SIG)
 _row_call = types.ExternalFunction("fastsm_row", ROWS_SIG)
