@@ -148,9 +148,9 @@ def kernel(*, parallel: bool = False, inline: bool = False):
         Compile with ``parallel=True`` (enables ``prange``).
     inline : bool
         Inline into the caller at Numba's IR level (``inline="always"``): a
-        helper that only names a step of its one caller costs no compile
-        pipeline of its own (``minimize_batch``'s helpers: 1.5 s of the cold
-        start), and its fast-math code is generated in its caller's context
+        small helper that only names a step of its one caller costs no compile
+        pipeline of its own (large or repeated steps do better as kernels of
+        their own: docs/architecture.md), and its fast-math code is generated in its caller's context
         alone — the KLIEP polish's step as a kernel of its own gave results
         differing by 1e-13 between a process that compiled it and one that
         loaded it from the cache (``test_a_cold_and_a_warm_process_agree``).

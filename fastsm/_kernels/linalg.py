@@ -95,7 +95,8 @@ def potrf_symmetric(A):
 @kernel()
 def _gemm(ta, tb, dims, X, Y, C):
     """BLAS's ``C = op(X) op(Y)`` in column-major terms, ``dims = (m, n, k, ldx, ldy, ldc)``; ``X``, ``Y``
-    and ``C``: pointers (one signature for every layout of the arrays)."""
+    and ``C``: pointers, ``ta`` and ``tb`` int64 (one signature for every call: ``_N`` and ``_T`` as they
+    are would type as two literals)."""
     flags = np.empty(2, dtype=np.int8)
     flags[0] = ta
     flags[1] = tb
@@ -115,7 +116,7 @@ def at_b(A, B, C):
     Its bits are the BLAS's (one BLAS thread: deterministic)."""
     k, m = A.shape
     p = B.shape[1]  # column-major: C^T (p × m) = B^T A, the memory of B^T and of A^T
-    _gemm(_N, _T, (p, m, k, B.strides[0] // 8, A.strides[0] // 8, C.strides[0] // 8),
+    _gemm(np.int64(_N), np.int64(_T), (p, m, k, B.strides[0] // 8, A.strides[0] // 8, C.strides[0] // 8),
           ptr(B, 0), ptr(A, 0), ptr(C, 0))
 
 
@@ -124,7 +125,7 @@ def a_bt(A, B, C):
     """``C = A B^T`` (``A``: m × k, ``B``: p × k, ``C``: m × p; rows contiguous) by BLAS's ``dgemm``."""
     m, k = A.shape
     p = B.shape[0]  # column-major: C^T (p × m) = B A^T, the memory of B^T and of A^T
-    _gemm(_T, _N, (p, m, k, B.strides[0] // 8, A.strides[0] // 8, C.strides[0] // 8),
+    _gemm(np.int64(_T), np.int64(_N), (p, m, k, B.strides[0] // 8, A.strides[0] // 8, C.strides[0] // 8),
           ptr(B, 0), ptr(A, 0), ptr(C, 0))
 
 

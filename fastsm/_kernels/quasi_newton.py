@@ -106,7 +106,7 @@ def new_iterates(Y0):
     """The state of points starting at ``Y0`` (B × d), all :data:`WAITING`.
 
     Arrays come from ``np.empty`` with a scalar fill: ``np.zeros``, ``np.ones`` and ``np.full`` would
-    each compile Numba's implementation for every shape and dtype (0.5 s of a cold start, #54)."""
+    each compile Numba's implementation for every shape and dtype (docs/architecture.md)."""
     B, d = Y0.shape
     f, t, slope, gd_len, eta_y, eta_xy = np.empty(B), np.empty(B), np.empty(B), np.empty(B), np.empty(B), np.empty(B)
     f[:] = np.nan
@@ -174,7 +174,7 @@ def accepted(p, r, it, ft, Gt, stop):
                                                                  dot(Gt[r], it.P[p]), stop.wolfe_eps)
 
 
-@kernel(inline=True)
+@kernel()
 def start_step(p, r, it, start, ft, Gt, ey, exy):
     """Point ``p``'s start evaluated (trial row ``r``): True if its alternative is to be evaluated next;
     else the start is chosen (the lower of the two, :class:`Start`) and checked."""
@@ -217,7 +217,7 @@ def check_start(p, it):
         it.converged[p] = True
 
 
-@kernel(inline=True)
+@kernel()
 def backtrack_step(p, r, it, ft, slope_trial, opts):
     """Point ``p``'s trial ``r`` was refused: the next, shorter trial (True), or the end of its search.
 
@@ -253,7 +253,7 @@ def backtrack_step(p, r, it, ft, slope_trial, opts):
     return False
 
 
-@kernel(inline=True)
+@kernel()
 def next_iteration(p, it, opts):
     """A new iteration of point ``p`` (its full step the next trial: True), or its end (False)."""
     stop = opts.stop
