@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import numba
+from numba.core.registry import CPUDispatcher
 
 #: LLVM fast-math flags used by every kernel: ``nsz`` only.  Every flag that lets LLVM choose
 #: the rounding — ``arcp`` (``a / b`` -> ``a * (1 / b)``), ``reassoc`` (reordered, vectorised
@@ -139,7 +140,16 @@ PRANGE_ONLY: dict[str, bool] = {
 }
 
 
-def kernel(*, parallel: bool = False, inline: bool = False):
+class InternalKernel(CPUDispatcher):
+    """A kernel compiled without a CPython wrapper (:func:`kernel` with ``internal=True``): only other
+    kernels call it, and a call from Python raises instead of jumping to a wrapper that is not there."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(f"{self.py_func.__qualname__} is an internal kernel (compiled without a CPython "
+                        "wrapper): call it from a kernel")
+
+
+def kernel(*, parallel: bool = False, inline: bool = False, internal: bool = False):
     """Decorator factory: ``numba.njit`` with the project's flags.
 
     Parameters
@@ -154,12 +164,19 @@ def kernel(*, parallel: bool = False, inline: bool = False):
         alone — the KLIEP polish's step as a kernel of its own gave results
         differing by 1e-13 between a process that compiled it and one that
         loaded it from the cache (``test_a_cold_and_a_warm_process_agree``).
+    internal : bool
+        Called from other kernels only: no CPython wrapper is compiled (the
+        unboxing of every argument from Python objects, large for the
+        NamedTuples of the optimiser; 1 s of the cold demo), and the
+        dispatcher is an :class:`InternalKernel`, whose calls from Python raise
+        ``TypeError``.
     """
     # numba's stubs type ``parallel`` as bool (it also takes the dict of passes to run) and do not
     # list ``no_cfunc_wrapper``: no kernel is passed as a first-class function, and the C wrapper of
     # each kernel cost about 0.4 s of the scikit-learn estimator's first fit with an empty cache
-    options: dict[str, Any] = {"parallel": dict(PRANGE_ONLY) if parallel else False, "no_cfunc_wrapper": True}
-    return numba.njit(
+    options: dict[str, Any] = {"parallel": dict(PRANGE_ONLY) if parallel else False, "no_cfunc_wrapper": True,
+                               "no_cpython_wrapper": internal}
+    jit = numba.njit(
         cache=True,
         inline="always" if inline else "never",
         fastmath=set(FASTMATH_FLAGS),
@@ -167,3 +184,13 @@ def kernel(*, parallel: bool = False, inline: bool = False):
         error_model="numpy",
         **options,
     )
+    if not internal:
+        return jit
+
+    def internal_kernel(fn):
+        disp = jit(fn)
+        # Numba's dispatcher as it is, but for the Python call: the class has no state of its own
+        disp.__class__ = InternalKernel
+        return disp
+
+    return internal_kernel

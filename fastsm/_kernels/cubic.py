@@ -12,7 +12,7 @@ from fastsm._kernels.rbf import contract_jacobian
 from fastsm.config import kernel
 
 
-@kernel()
+@kernel(internal=True)
 def sm_cubic_point(obj, ky, kx, Kxinv, Kyinv):
     """SM divergence ``D(p_X : p_Y)`` by the Nielsen–Nock form, O(N^3).
 
@@ -51,13 +51,13 @@ def sm_cubic_point(obj, ky, kx, Kxinv, Kyinv):
     return log_rho2, col, eta_y
 
 
-@kernel()
+@kernel(internal=True)
 def cubic_rows(obj, pts, idx, Yt, Kbuf, cubic, out):
     for r in range(idx.shape[0]):
         cubic_row(obj, pts, r, idx, Yt, Kbuf, cubic, out)
 
 
-@kernel()
+@kernel(internal=True)
 def cubic_row(obj, pts, r, idx, Yt, Kbuf, cubic, out):
     v, ey = cubic_value_grad(obj, Yt[r], Kbuf[r], pts.F[idx[r]], cubic, out.grad[r])
     out.value[r] = v
@@ -66,7 +66,7 @@ def cubic_row(obj, pts, r, idx, Yt, Kbuf, cubic, out):
     out.hits[r] = 0
 
 
-@kernel()
+@kernel(internal=True)
 def cubic_value_grad(obj, y, ky, kx, cubic, grad):
     log_rho2, col, eta_y = sm_cubic_point(obj, ky, kx, cubic[0], cubic[1])
     a, beta, Z, gamma = obj.alpha, obj.beta, obj.Z, obj.gamma

@@ -27,7 +27,7 @@ def wants_curvature(p, it, opts):
             and first <= k <= first + last - first0 and (k - first) % every == 0)
 
 
-@kernel()
+@kernel(internal=True)
 def seed_inverse(p, Hx, it):
     """Point ``p``'s exact Hessian ``Hx`` arrived: its inverse becomes the BFGS matrix if it is finite and
     positive definite (else nothing changes).  Factorised by LAPACK (:func:`~fastsm._kernels.linalg.potrf_symmetric`,

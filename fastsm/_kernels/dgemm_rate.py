@@ -31,7 +31,7 @@ _D = ord("d")
 _N = ord("N")
 
 
-@kernel()
+@kernel(internal=True)
 def gemm_tile(K, r0, h, M, P, scal):
     """``P[r0:r0+h] = K[r0:r0+h] @ M``: one DGEMM call, operands in place.
 

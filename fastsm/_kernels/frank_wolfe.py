@@ -52,7 +52,7 @@ class FWOptions(NamedTuple):
     check: bool  # count invariant violations after every step
 
 
-@kernel()
+@kernel(internal=True)
 def _atoms(mu):
     """The :class:`Atoms` of ``mu`` (in place: ``mu`` is not copied)."""
     n_c = mu.shape[0]
@@ -65,7 +65,7 @@ def _atoms(mu):
     return atoms
 
 
-@kernel()
+@kernel(internal=True)
 def _away(gt, atoms):
     """The away atom: the active atom of least ``gt``."""
     active = atoms.active
@@ -77,7 +77,7 @@ def _away(gt, atoms):
     return l_aw
 
 
-@kernel()
+@kernel(internal=True)
 def _add(atoms, l, rho):
     """``mu[l] += rho``, ``l`` joining the active set."""
     atoms.mu[l] += rho
@@ -118,7 +118,7 @@ def _check(atoms):
     return bad
 
 
-@kernel()
+@kernel(internal=True)
 def _direction(p, variant, atoms, z, gt, vertex, dz, bufs):
     """The step direction ``dz`` in ``z``-space for Alg. 2 / 4 / 5 (in place).
 
@@ -151,7 +151,7 @@ def _direction(p, variant, atoms, z, gt, vertex, dz, bufs):
     return False, l_aw, m_aw / (1.0 - m_aw), mg - gt[l_aw]
 
 
-@kernel()
+@kernel(internal=True)
 def _step(variant, atoms, towards, l_fw, l_aw, rho, rho_max):
     """Move ``mu`` by ``rho`` along the chosen direction (in place); returns the step's kind."""
     mu, active = atoms.mu, atoms.active

@@ -27,7 +27,7 @@ FORM_CHOLESKY = 0
 FORM_NIELSEN = 1
 
 
-@kernel()
+@kernel(internal=True)
 def spd_inverse_from_cholesky(L):
     """``A^-1 = L^-T L^-1`` by triangular solves and one GEMM."""
     n = L.shape[0]
@@ -43,7 +43,7 @@ def spd_inverse_from_cholesky(L):
     return np.dot(Linv.T, Linv)
 
 
-@kernel()
+@kernel(internal=True)
 def _factor_pair(Sp, Sq):
     """Cholesky factors and log-determinants of both covariances, with the status code."""
     d = Sp.shape[0]
@@ -58,7 +58,7 @@ def _factor_pair(Sp, Sq):
     return 0, Lp, ldp, Lq, ldq
 
 
-@kernel()
+@kernel(internal=True)
 def log_rho_pair(mp, Sp, mq, Sq, a, form):
     """``(status, log rho_a)`` for one pair (see module docstring)."""
     d = mp.shape[0]
@@ -95,7 +95,7 @@ def log_rho_pair(mp, Sp, mq, Sq, a, form):
     return 0, -0.5 * (a * ldp + (1.0 - a) * ldq + ldm) - 0.5 * a * (1.0 - a) * m2
 
 
-@kernel()
+@kernel(internal=True)
 def kl_from_factors(mp, Lp, ldp, mq, Lq, ldq):
     """``KL(p || q)`` from Cholesky factors and log-determinants (docs/math.md §4).
 
@@ -120,7 +120,7 @@ def kl_from_factors(mp, Lp, ldp, mq, Lq, ldq):
     return 0.5 * (tr + m2 - d + ldq - ldp)
 
 
-@kernel()
+@kernel(internal=True)
 def kl_pair(mp, Sp, mq, Sq):
     """``(status, KL(p || q))`` from the covariances."""
     status, Lp, ldp, Lq, ldq = _factor_pair(Sp, Sq)

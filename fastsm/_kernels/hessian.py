@@ -73,7 +73,7 @@ def hessian_rows(obj, rr, Yt, out, work, hess, jprod, held):
         _assemble(obj, np.int64(q), r, Yt, work, jw, out, hess[q])
 
 
-@kernel()
+@kernel(internal=True)
 def _assemble(obj, q, r, Yt, work, jw, out, H):
     """The ``q``-th Hessian, at evaluated row ``r``: from its kernel row, ``u_y``, ``u_xy`` (``work``), its
     etas (:class:`~fastsm._kernels.objectives.Evaluations` ``out``) and the Jacobian's products ``jw``.

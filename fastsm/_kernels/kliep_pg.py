@@ -17,7 +17,7 @@ from fastsm._kernels.kliep_problem import (
 from fastsm.config import kernel
 
 
-@kernel()
+@kernel(internal=True)
 def _project_pg(alpha, b, bn, c):
     """Sugiyama et al.'s KLIEP projection: onto ``b^T alpha = 1``, clip at 0, rescale.
 
@@ -41,7 +41,7 @@ def _project_pg(alpha, b, bn, c):
 
 
 
-@kernel()
+@kernel(internal=True)
 def _record_pg(p, z, mu, score, it, r, gt, trace):
     """Gradient ``gt`` at ``z`` (``r = 1/z`` as scratch) and the trace row ``it`` of a projected-gradient step."""
     for j in range(z.shape[0]):

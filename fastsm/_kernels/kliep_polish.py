@@ -20,7 +20,7 @@ from fastsm._kernels.linalg import cholesky, cholesky_solve
 from fastsm.config import kernel
 
 
-@kernel()
+@kernel(internal=True)
 def _support(mu, S):
     k = 0
     for l in range(mu.shape[0]):
@@ -35,7 +35,7 @@ N_ADD = 8
 
 
 
-@kernel()
+@kernel(internal=True)
 def _add_candidates(gt, mg, mu, S, k, n_add):
     """Add up to ``n_add`` atoms outside the support with the largest ``gt_l > mu^T gt``, best first."""
     best = np.full(n_add, -1, dtype=np.int64)

@@ -92,7 +92,7 @@ ROW_BLOCK = 16
 GRADIENT_CHUNK = 256
 
 
-@kernel()
+@kernel(internal=True)
 def dot_lanes(a, x):
     """``sum_j a[j] x[j]`` in eight interleaved partial sums, combined pairwise.
 
@@ -120,7 +120,7 @@ def dot_lanes(a, x):
     return (((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))) + t
 
 
-@kernel()
+@kernel(internal=True)
 def sum_lanes(a):
     """``sum_j a[j]`` in the lanes of :func:`dot_lanes`."""
     n = a.shape[0]
@@ -173,7 +173,7 @@ def scaled_kernel(X, Ct, gamma, inv_b, A):
 
 
 
-@kernel()
+@kernel(internal=True)
 def center_row(p, l, buf):
     """Column ``l`` of ``A`` (centre ``l`` at every test point) into ``buf``; returns ``buf``."""
     n = buf.shape[0]
@@ -187,7 +187,7 @@ def center_row(p, l, buf):
     return buf
 
 
-@kernel()
+@kernel(internal=True)
 def _columns_into(A, r, j0, j1, out):
     """``out += sum_{j0 <= j < j1} r_j A[j]``, eight rows per pass over ``out`` (each entry summed in ``j``
     order: the unrolling changes no rounding)."""
@@ -277,7 +277,7 @@ def log_sum(z):
 
 
 
-@kernel()
+@kernel(internal=True)
 def _trial(z, dz, rho):
     s = 0.0
     for j in range(z.shape[0]):
@@ -289,7 +289,7 @@ def _trial(z, dz, rho):
 
 
 
-@kernel()
+@kernel(internal=True)
 def armijo_max(z, dz, f0, slope, rho_max, tau, noise):
     """[CS] Alg. 3: largest ``rho <= rho_max`` (backtracking) with ``F(rho) >= F0 + tau rho slope - noise``.
 
@@ -310,7 +310,7 @@ def armijo_max(z, dz, f0, slope, rho_max, tau, noise):
 
 
 
-@kernel()
+@kernel(internal=True)
 def fw_gap(gt, mu):
     """``(l_fw, max gt, mu^T gt)``."""
     l_fw = 0

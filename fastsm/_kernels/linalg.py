@@ -92,7 +92,7 @@ def potrf_symmetric(A):
     return info
 
 
-@kernel()
+@kernel(internal=True)
 def _gemm(ta, tb, dims, X, Y, C):
     """BLAS's ``C = op(X) op(Y)`` in column-major terms, ``dims = (m, n, k, ldx, ldy, ldc)``; ``X``, ``Y``
     and ``C``: pointers, ``ta`` and ``tb`` int64 (one signature for every call: ``_N`` and ``_T`` as they
@@ -148,7 +148,7 @@ def cholesky(A, L):
     return True, logdet
 
 
-@kernel()
+@kernel(internal=True)
 def forward_solve(L, b, x):
     """Solve ``L x = b`` (lower triangular)."""
     n = L.shape[0]
@@ -159,7 +159,7 @@ def forward_solve(L, b, x):
         x[i] = s / L[i, i]
 
 
-@kernel()
+@kernel(internal=True)
 def backward_solve(L, b, x):
     """Solve ``L^T x = b``."""
     n = L.shape[0]
@@ -170,7 +170,7 @@ def backward_solve(L, b, x):
         x[i] = s / L[i, i]
 
 
-@kernel()
+@kernel(internal=True)
 def cholesky_solve(L, b):
     """``A^-1 b`` from the Cholesky factor ``L`` of ``A``: :func:`forward_solve`, then :func:`backward_solve`."""
     z = np.empty(b.shape[0])
@@ -180,7 +180,7 @@ def cholesky_solve(L, b):
     return x
 
 
-@kernel()
+@kernel(internal=True)
 def mirror_upper(A):
     """``A``'s strict lower triangle from its upper one."""
     n = A.shape[0]
@@ -231,7 +231,7 @@ def _store8(P, a0, n, j, c):
     vstore(P, a0 + 7 * n + j, c7)
 
 
-@kernel()
+@kernel(internal=True)
 def _update_rows8(P, n, r0, i):
     """The trailing update of rows ``i .. i+7`` (``n - i >= 8``) by the eight panel rows at ``r0``.
 
@@ -251,7 +251,7 @@ def _update_rows8(P, n, r0, i):
     _store8(P, a0, n, n - 8, last)
 
 
-@kernel()
+@kernel(internal=True)
 def _axpy_row(P, n, a, b, u, j0):
     """``P[a+j] -= u * P[b+j]`` for ``j = j0 .. n-1`` (rows at flat offsets ``a`` and ``b``), as
     :func:`_update_rows8` takes its vectors (a last partial one ending at column ``n``; entries
@@ -269,7 +269,7 @@ def _axpy_row(P, n, a, b, u, j0):
         vstore(P, a + n - 8, last)
 
 
-@kernel()
+@kernel(internal=True)
 def factor_symmetric(A):
     """Factorise the symmetric ``A = L L^T`` in place into symmetric storage; returns ``info`` as
     LAPACK's ``dpotrf`` does (0, or the order of the first leading minor that is not positive:

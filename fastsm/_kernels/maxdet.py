@@ -48,7 +48,7 @@ class NewtonWork(NamedTuple):
     dw: np.ndarray  # the Newton step, m
 
 
-@kernel()
+@kernel(internal=True)
 def _whiten(L, Q, out):
     """``out = L^-1 Q L^-T`` for symmetric ``Q``."""
     n = L.shape[0]
@@ -70,7 +70,7 @@ def _whiten(L, Q, out):
             out[r, c] = x[r]
 
 
-@kernel()
+@kernel(internal=True)
 def _barrier(Q, c, w, t, G, R, L):
     """Barrier value at ``w`` (inf when infeasible); fills ``G``, ``R`` and their factors."""
     m, n = Q.shape[0], Q.shape[1]
@@ -96,7 +96,7 @@ def _barrier(Q, c, w, t, G, R, L):
     return v, True
 
 
-@kernel()
+@kernel(internal=True)
 def _newton_direction(Q, c, w, t, L, ws):
     """The Newton step ``ws.dw`` of the barrier function at ``w`` (``L``: :func:`_barrier`'s factors);
     fills the whitened ``A_j = L_G^-1 Q_j L_G^-T`` and ``B_j = L_R^-1 Q_j L_R^-T`` (:class:`NewtonWork`
@@ -150,7 +150,7 @@ def _newton_direction(Q, c, w, t, L, ws):
     return True, dec
 
 
-@kernel()
+@kernel(internal=True)
 def duality_gap(Q, c, w, t, L, A, Bm, dw):
     """A certified bound on ``f(w) - f*``: ``f(w)`` minus the objective of a dual feasible point.
 

@@ -92,7 +92,7 @@ class Products(NamedTuple):
     plan: object  # :class:`fastsm._kernels.tri_rows.ProductPlan`: which factors are solved
 
 
-@kernel()
+@kernel(internal=True)
 def project_out(z, V, h):
     """``z <- z - w (w . z) / (w . w)`` with ``w = W[:, h]`` (``V[h, h:]``, the leave-one-out
     projections :func:`fastsm.tgp.views.leave_one_out`): ``W = L^-1`` restricted to the model
@@ -122,7 +122,7 @@ def project_out(z, V, h):
         z[j] -= c * w[j]
 
 
-@kernel()
+@kernel(internal=True)
 def project_rows(A, V, held):
     """:func:`project_out` of every row ``A[r]`` for its left-out training point ``held[r]`` (``-1``: none).
     Serial: O(N) a row beside the products' O(N^2), and a parallel loop costs more to compile."""
@@ -213,7 +213,7 @@ def evaluate_rows(obj, pts, idx, Yt, out, prod, cubic):
         _row_value_grad(obj, pts, r, idx, Yt, work, out)
 
 
-@kernel()
+@kernel(internal=True)
 def _kernel_row(obj, r, Yt, work):
     """Row ``r``'s kernel row into ``work[K_ROW, r]``; the product buffers' rows are free until the
     products land: scratch of the exponential.  Leave-one-out keeps the left-out point's entry for the
@@ -221,14 +221,14 @@ def _kernel_row(obj, r, Yt, work):
     kernel_row(Yt[r], obj.Zt, obj.gamma, work[K_ROW, r], work[R1_ROW, r], work[R2_ROW, r])
 
 
-@kernel()
+@kernel(internal=True)
 def _floored(e, floor):
     if not e > floor:
         return floor, 1
     return e, 0
 
 
-@kernel()
+@kernel(internal=True)
 def _middle(obj, pts, r, idx, work, out):
     """Between the forward and the backward products: leave-one-out projections, ``z_xy``, the etas."""
     p = idx[r]
@@ -255,7 +255,7 @@ def _middle(obj, pts, r, idx, work, out):
     out.hits[r] = hits
 
 
-@kernel()
+@kernel(internal=True)
 def _ikl_direction(obj, pts, r, idx, work, out):
     """IKLTGP between ``s = G t`` and the last product: ``q = -2 g + 2 P s - 2 (log(eta_y / eta_x) + 1) z``."""
     p = idx[r]
@@ -269,7 +269,7 @@ def _ikl_direction(obj, pts, r, idx, work, out):
         s[j] = -2.0 * g[j] + 2.0 * s[j] + c * z[j]
 
 
-@kernel()
+@kernel(internal=True)
 def _row_value_grad(obj, pts, r, idx, Yt, work, out):
     p = idx[r]
     k = work[K_ROW, r]

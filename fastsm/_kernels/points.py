@@ -90,7 +90,7 @@ def _any_held(held):
     return False
 
 
-@kernel()
+@kernel(internal=True)
 def _forward(Kx, W, V, plan, held):
     """``W k`` for each kernel row ``k`` of ``Kx``, projected onto the leave-one-out models of ``held``
     (a kernel of its own: inlined, its three calls in :func:`point_data` cost 0.3 s of a cold start)."""

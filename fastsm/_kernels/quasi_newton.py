@@ -101,7 +101,7 @@ class Iterates(NamedTuple):
 #: Point states (``ALT``: its start's alternative is being evaluated).
 WAITING, START, SEARCH, DONE, ALT = 0, 1, 2, 3, 4
 
-@kernel()
+@kernel(internal=True)
 def new_iterates(Y0):
     """The state of points starting at ``Y0`` (B × d), all :data:`WAITING`.
 
@@ -174,7 +174,7 @@ def accepted(p, r, it, ft, Gt, stop):
                                                                  dot(Gt[r], it.P[p]), stop.wolfe_eps)
 
 
-@kernel()
+@kernel(internal=True)
 def start_step(p, r, it, start, ft, Gt, ey, exy):
     """Point ``p``'s start evaluated (trial row ``r``): True if its alternative is to be evaluated next;
     else the start is chosen (the lower of the two, :class:`Start`) and checked."""
@@ -217,7 +217,7 @@ def check_start(p, it):
         it.converged[p] = True
 
 
-@kernel()
+@kernel(internal=True)
 def backtrack_step(p, r, it, ft, slope_trial, opts):
     """Point ``p``'s trial ``r`` was refused: the next, shorter trial (True), or the end of its search.
 
@@ -253,7 +253,7 @@ def backtrack_step(p, r, it, ft, slope_trial, opts):
     return False
 
 
-@kernel()
+@kernel(internal=True)
 def next_iteration(p, it, opts):
     """A new iteration of point ``p`` (its full step the next trial: True), or its end (False)."""
     stop = opts.stop
@@ -282,7 +282,7 @@ def next_iteration(p, it, opts):
     return False
 
 
-@kernel()
+@kernel(internal=True)
 def direction(p, it, opts):
     """Search direction of point ``p`` capped at ``max_step[p]``; False if it overflows."""
     G, H, P, h_scaled, gd_len, slope = it.G, it.H, it.P, it.h_scaled, it.gd_len, it.slope
@@ -329,7 +329,7 @@ def direction(p, it, opts):
     return True
 
 
-@kernel()
+@kernel(internal=True)
 def accept(p, r, it, Yt, ft, Gt, opts, decreased):
     """Point ``p`` takes trial row ``r``: BFGS update of its inverse Hessian, then the convergence test.
 

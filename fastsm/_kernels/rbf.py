@@ -51,7 +51,7 @@ def sqdist_row(a, Zt, j0, out):
         c += 1
 
 
-@kernel()
+@kernel(internal=True)
 def gram_upper(Z, gamma, K):
     """The strict upper triangle of the kernel matrix of ``Z`` into ``K``, row by row.
 

@@ -80,7 +80,7 @@ def _sweep4(P, r, S, p0, step, c, lo, hi):
         z3[i] = z3[i] - e0 * w0 - e1 * w1 - e2 * w2 - e3 * w3
 
 
-@kernel()
+@kernel(internal=True)
 def _pivot(y, x, diag, solve):
     """A pivot's coefficient and its own entry: ``y * (1 / diag)`` for both (a substitution), or ``-x`` and
     ``y - (-x) diag`` (a product).  A kernel of its own (LLVM inlines it): ten copies inlined at Numba's IR
@@ -271,7 +271,7 @@ _rows4_call = types.ExternalFunction("fastsm_rows4", ROWS_SIG)
 _row_call = types.ExternalFunction("fastsm_row", ROWS_SIG)
 
 
-@kernel()
+@kernel(internal=True)
 def rows_call(x, ldx, m, s, n, p, ldp, mode):
     """The products of ``m`` rows at ``x`` into ``p`` (the C functions' arguments): sets of four rows by
     :func:`rows4`, the rows left over one by one (:func:`row_forward`, :func:`row_backward`); every row gets
