@@ -212,3 +212,19 @@ def test_an_internal_kernel_called_from_python_raises_a_type_error():
     assert isinstance(forward_solve, InternalKernel)
     with pytest.raises(TypeError, match="internal kernel"):
         forward_solve(np.eye(2), np.ones(2), np.empty(2))
+
+
+@pytest.mark.parametrize("k, m, p", [(1, 1, 1), (7, 3, 5), (200, 16, 32)])
+def test_blas_products_against_numpy(rng, k, m, p):
+    """``linalg.at_b`` (``A^T B``) and ``a_bt`` (``A B^T``, here on row blocks of a larger array, as the
+    Hessian reads its Jacobian products) by the ``dgemm`` binding, against NumPy's products."""
+    from fastsm._kernels.linalg import a_bt, at_b
+
+    A, B = rng.standard_normal((k, m)), rng.standard_normal((k, p))
+    C = np.empty((m, p))
+    at_b(A, B, C)
+    np.testing.assert_allclose(C, A.T @ B, rtol=1e-13, atol=1e-13 * k)
+    W = rng.standard_normal((3, m + p, k))
+    C = np.empty((m, p))
+    a_bt(W[1, :m], W[1, m:], C)
+    np.testing.assert_allclose(C, W[1, :m] @ W[1, m:].T, rtol=1e-13, atol=1e-13 * k)
