@@ -83,7 +83,7 @@ def _parts(model, X, Y, n: int, b: int) -> dict:
     prod = Products(work, plan)
     fwd = ops2(O.K_ROW, 0, 1, O.Z1_ROW, O.K_ROW, 1, 1, O.Z2_ROW)
     bwd = ops2(O.Z1_ROW, 0, 0, O.R1_ROW, O.Z2_ROW, 1, 0, O.R2_ROW)
-    calls = {"whole evaluation": lambda: O.evaluate_rows(obj, pts, idx, Yt, out, prod, None),
+    calls = {"whole evaluation": lambda: O.evaluate_batch(obj, pts, idx, Yt, out, prod, None),
              "kernel rows": lambda: _kernel_rows(obj, Yt, work, b),
              "forward products": lambda: run_products(work, obj.W1, obj.W2, fwd, b, plan),
              "per-row work": lambda: _middle_rows(obj, pts, idx, work, out, b),

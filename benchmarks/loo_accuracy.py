@@ -18,11 +18,11 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+from entries import hessian_rows  # noqa: E402
 from longdouble import Reference  # noqa: E402
 
 from fastsm import tgp  # noqa: E402
 from fastsm._kernels import objectives as obj  # noqa: E402
-from fastsm._kernels.hessian import hessian_rows  # noqa: E402
 from fastsm._threads import thread_limits  # noqa: E402
 from fastsm.tgp import prediction as api  # noqa: E402
 from fastsm.tgp import views  # noqa: E402
@@ -48,7 +48,7 @@ def evaluate(model, X, Y, method, held=None):
     with thread_limits(1):
         o = views.objective_view(model, method, beta, loo)
         prod = obj.Products(obj.workspace(m, model.n_train), plan)
-        obj.evaluate_rows(o, obj.Points(F, eta_x, hb), rows, np.ascontiguousarray(Y), out, prod, None)
+        obj.evaluate_batch(o, obj.Points(F, eta_x, hb), rows, np.ascontiguousarray(Y), out, prod, None)
         if method == "sm":
             jprod = obj.Products(obj.workspace(m * dy, model.n_train), plan)
             hessian_rows(o, rows, np.ascontiguousarray(Y), out, prod.work, H, jprod, hb)

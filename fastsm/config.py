@@ -108,8 +108,8 @@ DEFAULT_TRUST_RADIUS: float = 0.25
 DEFAULT_BATCH_SIZE: int = 1024
 
 #: KNN-local and region models (one or a few test points each) of at most this many training
-#: points are kept in Cholesky form and predict by one fused kernel per batch
-#: (:func:`fastsm.tgp.views.with_row_products`, :func:`fastsm.tgp.prediction.predict_fused`).
+#: points hold their factors as the row loops read them, formed once per model
+#: (:func:`fastsm.tgp.views.with_row_products`).
 ROW_PRODUCTS_MAX_N: int = 1024
 
 #: Neighbour-index entries (test points x K) a local prediction holds at once:

@@ -6,11 +6,11 @@ from scipy.linalg import cho_factor, cho_solve
 
 from fastsm import config, tgp
 from fastsm._kernels import objectives as obj
-from fastsm._kernels.hessian import hessian_rows
 from fastsm._threads import thread_limits
 from fastsm.tgp import prediction as api
 from fastsm.tgp import views
 from tests.conftest import problem
+from tests.entries import hessian_rows
 
 
 def kernel_hessian(model, X, Y, held=None):
@@ -30,7 +30,7 @@ def kernel_hessian(model, X, Y, held=None):
         Y = np.ascontiguousarray(Y)
         o = views.objective_view(model, "sm", 1.0, loo)
         held = np.full(m, -1, dtype=np.int64) if held is None else held
-        obj.evaluate_rows(o, obj.Points(F, eta_x, held), rows, Y, out, prod, None)
+        obj.evaluate_batch(o, obj.Points(F, eta_x, held), rows, Y, out, prod, None)
         hessian_rows(o, rows, Y, out, prod.work, H, jprod, held)
     return H, out.hits
 

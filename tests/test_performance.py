@@ -30,9 +30,9 @@ def _evaluate(model, X, Y, method):
     plan = views.products_plan(model, method)
     with thread_limits(None):  # BLAS at one thread, as in a prediction (OpenBLAS splits a threaded call by its size)
         F, eta_x, _, _ = api.prepare_points(model, X, method)
-        obj.evaluate_rows(views.objective_view(model, method, 1.0), obj.Points(F, eta_x, np.full(m, -1)),
-                          np.arange(m), np.ascontiguousarray(Y), out,
-                          obj.Products(obj.workspace(m, model.n_train), plan), None)
+        obj.evaluate_batch(views.objective_view(model, method, 1.0), obj.Points(F, eta_x, np.full(m, -1)),
+                           np.arange(m), np.ascontiguousarray(Y), out,
+                           obj.Products(obj.workspace(m, model.n_train), plan), None)
     return out.value, out.grad
 
 

@@ -53,8 +53,14 @@ def sm_cubic_point(obj, ky, kx, Kxinv, Kyinv):
 
 @kernel(internal=True)
 def cubic_rows(obj, pts, idx, Yt, Kbuf, cubic, out):
+    """The O(N^3) reference form's evaluations of the rows ``idx`` with ``cubic = (K_X^-1, K_Y^-1)``; ``False``
+    (nothing done) where ``cubic`` is ``None``, a test Numba resolves at compile time on an argument: the
+    kernels of every other form compile none of this."""
+    if cubic is None:
+        return False
     for r in range(idx.shape[0]):
         cubic_row(obj, pts, r, idx, Yt, Kbuf, cubic, out)
+    return True
 
 
 @kernel(internal=True)

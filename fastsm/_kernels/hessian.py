@@ -35,7 +35,7 @@ from fastsm._kernels.tri_rows import run_products
 from fastsm.config import kernel
 
 
-@kernel()
+@kernel(internal=True)
 def hessian_rows(obj, rr, Yt, out, work, hess, jprod, held):
     """Exact Hessian (``hess[q]``, dy × dy) of the SM criterion at ``Yt[rr[q]]``, from the evaluation
     that just ran there (:func:`~fastsm._kernels.objectives.evaluate_rows` with

@@ -4,9 +4,9 @@ Each test point gets the twin GP of its ``K`` nearest training points (the paper
 :func:`knn_rows` gathers the members, factorises the model
 (:func:`~fastsm._kernels.cholesky.twin_factors`), computes its ridge start and spread
 (:func:`~fastsm._kernels.ridge.ridge_start`) and predicts the point
-(:func:`~fastsm._kernels.predict.predict_rows`) — the kernels the per-point path
-(:func:`fastsm.tgp.local_model.local_model` and :func:`fastsm.tgp.prediction.predict_fused`) calls one by
-one from Python, in the same order, so the bits are that path's (tests/test_knn_rows.py).
+(:func:`~fastsm._kernels.predict.predict_rows`, the one prediction pipeline) — the kernels the per-point
+path (:func:`fastsm.tgp.local_model.local_model` and :func:`fastsm.tgp.prediction.predict_points`) calls one
+by one from Python, in the same order, so the bits are that path's (tests/test_knn_rows.py).
 Between those calls a point spent about as long in Python, holding the GIL, as in the kernels,
 so two threads predicted 1.6x, not 2x, as fast as one (docs/scale.md).
 
@@ -26,7 +26,7 @@ from numba.core.imputils import impl_ret_borrowed
 from fastsm._kernels.cholesky import TwinKernels, twin_factors
 from fastsm._kernels.objectives import KL, SM, Objective
 from fastsm._kernels.points import Fitted, linear_rows
-from fastsm._kernels.predict import GIVEN, predict_rows
+from fastsm._kernels.predict import GIVEN, Batch, Objectives, predict_rows
 from fastsm._kernels.ridge import ridge_start
 from fastsm.config import kernel
 
@@ -141,14 +141,20 @@ def knn_rows(loc, Xq, members, Y0, run, plan, stop, out):
                 continue
         Xr, Yr, Wx, Wy, Wxy = read_only(Xm), read_only(Ym), read_only(S[0]), read_only(S[1]), read_only(S[2])
         none = read_only(np.empty((0, 0)))  # no leave-one-out projections
-        fit = Fitted(Xr, Yr, read_only(coef), loc.gamma_x, 1.0 + loc.lambda_x, loc.floor, Wx, Wy, Wxy, spread,
-                     none, none, none)
+        fit = Fitted(Xr, Yr, read_only(coef), loc.gamma_x, 1.0 + loc.lambda_x, loc.floor, Wx, Wy, Wxy, none, none,
+                     none)
         Zt = np.ascontiguousarray(Ym.T)
         kl = Objective(KL, Yr, loc.gamma_y, 1.0 + loc.lambda_y, 1.0 + loc.lambda_x, loc.alpha, loc.beta, loc.floor,
                        Wy, Wy, logdet[1], logdet[0], Zt, none, none)
         sm = Objective(SM, Yr, loc.gamma_y, 1.0 + loc.lambda_y, 1.0 + loc.lambda_x, loc.alpha, 1.0, loc.floor,
                        Wy, Wxy, logdet[1], logdet[0], Zt, none, none)
-        Y, f, n_iter, n_eval, cv, hits, eta_y, eta_xy, eta_x, ex = predict_rows(fit, kl, sm, xq, y0, run, plan, stop)
+        held = np.empty(1, dtype=np.int64)
+        held[0] = -1
+        unit = np.empty(1)
+        unit[0] = spread
+        objs = Objectives(kl, sm if run.method == SM else kl, sm, None)
+        Y, f, n_iter, n_eval, cv, hits, eta_y, eta_xy, eta_x, ex = predict_rows(fit, objs, Batch(xq, y0, held, unit),
+                                                                                run, plan, stop)
         out.y[q] = Y[0]
         out.criterion[q] = f[0]
         out.n_iter[q] = n_iter[0]

@@ -35,7 +35,7 @@ import numpy as np
 from fastsm._kernels.cubic import cubic_rows
 from fastsm._kernels.kliep_problem import dot_lanes
 from fastsm._kernels.rbf import combine_weights, contract_lanes, kernel_row
-from fastsm._kernels.tri_rows import run_products
+from fastsm._kernels.tri_rows import ProductPlan, run_products
 from fastsm.config import kernel
 
 KL = 0
@@ -45,6 +45,14 @@ SM_CUBIC = 3
 
 #: Row buffers of :func:`workspace`: kernel rows, two forward and two backward products.
 K_ROW, Z1_ROW, Z2_ROW, R1_ROW, R2_ROW = 0, 1, 2, 3, 4
+
+
+@kernel(inline=True)
+def objective_plan(plan, method):
+    """The :class:`~fastsm._kernels.tri_rows.ProductPlan` of ``method``'s objective on a model whose products run
+    by ``plan`` (its factors' plan, :func:`fastsm.tgp.views.products_plan`): IKLTGP's second factor ``G`` is
+    explicit in every form, so it is multiplied; every other factor as the model's."""
+    return ProductPlan(plan.solve & 1) if method == IKL else plan
 
 
 class Objective(NamedTuple):
@@ -155,7 +163,7 @@ def ops2(s0, f0, d0, t0, s1, f1, d1, t1):
     return out
 
 
-@kernel()
+@kernel(internal=True)
 def evaluate_rows(obj, pts, idx, Yt, out, prod, cubic):
     """Evaluate objective and gradient at ``Yt[r]`` for points ``idx[r]``.
 
@@ -173,9 +181,9 @@ def evaluate_rows(obj, pts, idx, Yt, out, prod, cubic):
     without changing a bit.
 
     ``cubic`` is ``None``, or ``(K_X^-1, K_Y^-1)`` for the O(N^3) reference form
-    (``method == SM_CUBIC``).  Being ``None`` at compile time removes that
-    branch (Numba prunes ``is None`` tests on arguments), so the fast path
-    does not pay its compile time.
+    (read where ``obj.method == SM_CUBIC``: SM_CUBIC's KLTGP start passes them too).  ``None`` compiles
+    none of that form (:func:`~fastsm._kernels.cubic.cubic_rows`), so the fast path does not pay its
+    compile time.
 
     ``pts.held[idx[r]]`` is the index of the training point left out of point ``idx[r]``'s model
     (exact leave-one-out), or ``-1`` (none).  Always an int64 array, never ``None``: one compiled
@@ -189,8 +197,7 @@ def evaluate_rows(obj, pts, idx, Yt, out, prod, cubic):
     plan = prod.plan
     for r in range(m):
         _kernel_row(obj, r, Yt, work)
-    if cubic is not None:
-        cubic_rows(obj, pts, idx, Yt, work[K_ROW], cubic, out)
+    if obj.method == SM_CUBIC and cubic_rows(obj, pts, idx, Yt, work[K_ROW], cubic, out):
         return
     W1, W2 = obj.W1, obj.W2
     if obj.method == SM:
@@ -308,3 +315,10 @@ def _row_value_grad(obj, pts, r, idx, Yt, work, out):
         contract_lanes(y, Zt, scratch, gamma, grad)
     out.value[r] = value
 
+
+@kernel()
+def evaluate_batch(obj, pts, idx, Yt, out, prod, cubic):
+    """:func:`evaluate_rows` called from Python (an internal kernel has no CPython wrapper: the one compiled
+    for this entry is paid by the calls that use it, :func:`fastsm.tgp.objective` and
+    :func:`fastsm.tgp.certainty`, not by every prediction)."""
+    evaluate_rows(obj, pts, idx, Yt, out, prod, cubic)

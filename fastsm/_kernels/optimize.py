@@ -32,7 +32,7 @@ from fastsm._kernels.quasi_newton import (
 from fastsm.config import kernel
 
 
-@kernel()
+@kernel(inline=True)
 def minimize_batch(obj, pts, start, opts, stop, cubic, plan):
     """Minimise the TGP objective (:class:`~fastsm._kernels.objectives.Objective` ``obj``) of every point
     (:class:`~fastsm._kernels.objectives.Points` ``pts``) from :class:`Start` ``start``, with

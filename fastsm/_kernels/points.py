@@ -16,11 +16,7 @@ from fastsm._kernels.objectives import (
     IKL,
     KL,
     SM,
-    Evaluations,
-    Products,
-    evaluate_rows,
     project_rows,
-    workspace,
 )
 from fastsm._kernels.quasi_newton import Start
 from fastsm._kernels.rank_one import sumsq_rows
@@ -41,7 +37,6 @@ class Fitted(NamedTuple):
     Wx: np.ndarray  # the factors as the products read them (plan)
     Wy: np.ndarray
     Wxy: np.ndarray
-    spread: float  # the output spread (tolerance and trust radius unit)
     Vx: np.ndarray  # leave-one-out only (else 0 × 0): row h holds column h of W_X = L_X^-1
     Vy: np.ndarray  # the same of W_Y
     Vxy: np.ndarray  # the same of W_XY
@@ -100,7 +95,7 @@ def _forward(Kx, W, V, plan, held):
     return Z
 
 
-@kernel()
+@kernel(inline=True)
 def point_data(fit, Xb, method, plan, held):
     """``(F, eta_x, g_xy, extrapolated, nearest)`` of the points ``Xb`` for ``method`` (docs/math.md §2; the table of
     :mod:`fastsm._kernels.objectives`), ``g_xy = W_XY k_x`` (SMTGP's ``F``, and the certainty's).
@@ -162,19 +157,7 @@ def _nearest(k, skip):
     return best
 
 
-@kernel(inline=True)
-def evaluate_at(obj, pts, Yb, plan):
-    """One evaluation of ``obj`` at every row of ``Yb`` (point ``r`` of ``pts`` at ``Yb[r]``,
-    :func:`~fastsm._kernels.objectives.evaluate_rows`): its :class:`~fastsm._kernels.objectives.Evaluations`."""
-    m, dy = Yb.shape
-    out = Evaluations(np.empty(m), np.empty((m, dy)), np.empty(m), np.empty(m), np.empty(m, dtype=np.int64))
-    out.hits[:] = 0
-    evaluate_rows(obj, pts, np.arange(m), np.ascontiguousarray(Yb), out,
-                  Products(workspace(m, obj.Z.shape[0]), plan), None)
-    return out
-
-
-@kernel()
+@kernel(internal=True)
 def _column_extremes(Y):
     """Per column of the training outputs, the two smallest and the two largest values
     ``(lo1, lo2, hi1, hi2)`` (a value present twice fills both places; ``lo2 = lo1`` and
@@ -205,7 +188,7 @@ def _column_extremes(Y):
     return lo1, lo2, hi1, hi2
 
 
-@kernel()
+@kernel(internal=True)
 def _column_bounds(Y, ext, held, r, lo, hi):
     """The training outputs' per-column bounds into ``lo`` and ``hi``, without the row ``held[r]``
     if ``held`` (the second extreme where the held row is the extreme); ``ext`` is
@@ -222,7 +205,7 @@ def _column_bounds(Y, ext, held, r, lo, hi):
                 hi[c] = hi2[c]
 
 
-@kernel()
+@kernel(inline=True)
 def supported_alternatives(Y, Y0, nearest, ex, held, spread):
     """The supported ridge start: :class:`~fastsm._kernels.optimize.Start` from ``Y0``, with the output
     ``Y[nearest[r]]`` of the nearest training input as the alternative of each row whose start leaves

@@ -33,14 +33,7 @@ from fastsm._validation import check_choice
 from fastsm.tgp.fitting import output_spread, ridge_frame
 from fastsm.tgp.model import Prediction, TGPModel, check_model
 from fastsm.tgp.options import PredictOptions
-from fastsm.tgp.prediction import (
-    kl_start_options,
-    optimize_points,
-    prepare_batch,
-    start,
-    supported_start,
-    warn_extrapolated,
-)
+from fastsm.tgp.prediction import predict_points, start, supported_start, warn_extrapolated
 from fastsm.tgp.views import LeaveOneOut, leave_one_out
 
 LooMethod = Literal["sm", "kl", "ikl"]
@@ -248,11 +241,8 @@ def loo_points(model: TGPModel, held: np.ndarray, opts: PredictOptions, certaint
     spread = loo_spread(model.Y)[held]
     Xh = model.X[held]
     lv = leave_one_out(model, opts.threads) if loo is None else _checked_projections(loo, model.n_train)
-    Y0 = start(opts.init, method, (n, dy), what,
-               linear=lambda: loo_ridge(model)[held],
-               kl=lambda: loo_points(model, held, kl_start_options(opts), certainty=False, loo=lv).y)
-    res = optimize_points(model, Y0, lambda s, e: prepare_batch(model, Xh[s:e], method, held[s:e], lv), held, spread,
-                          opts, certainty=certainty, loo=lv)
+    Y0 = start(opts.init, method, (n, dy), what, linear=lambda: loo_ridge(model)[held])
+    res = predict_points(model, Xh, Y0, opts, held=held, spread=spread, loo=lv, certainty=certainty)
     warn_extrapolated(res.extrapolated, n)
     return res
 

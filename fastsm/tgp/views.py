@@ -12,6 +12,7 @@ import numpy as np
 
 from fastsm import config
 from fastsm._kernels import objectives as obj
+from fastsm._kernels.objectives import objective_plan
 from fastsm._kernels.points import Fitted
 from fastsm._kernels.tri_rows import MULTIPLY_PLAN, SOLVE_PLAN, ProductPlan, symmetric_storage
 from fastsm._lapack import inverse_transposed
@@ -92,9 +93,9 @@ def eta_floor(p: TGPParams) -> float:
 def with_row_products(model: TGPModel) -> TGPModel:
     """``model``, or for a model of at most ``config.ROW_PRODUCTS_MAX_N`` training points a twin
     sharing its arrays for models that predict one or a few points at a time (KNN-local and region
-    models, :func:`predicts_few`): their KLTGP and SMTGP predictions run fused, one kernel per batch.
-    The twin holds its factors as the row loops read them (symmetric storage; a model in Cholesky form
-    stores ``L`` so already), formed here once, where :func:`product_factors` forms them per call.
+    models, :func:`predicts_few`).  The twin holds its factors as the row loops read them (symmetric
+    storage; a model in Cholesky form stores ``L`` so already), formed here once, where
+    :func:`product_factors` forms them per call.
     Neither is pickled: they belong to this process."""
     if model.n_train > config.ROW_PRODUCTS_MAX_N or model.__dict__.get("_row_products", False):
         return model
@@ -113,15 +114,12 @@ def products_plan(model: TGPModel, method: str = "kl") -> ProductPlan:
     """How ``model``'s products for ``method`` run: by the row loops (:mod:`fastsm._kernels.tri_rows`),
     substitutions with ``L`` for a model in Cholesky form (``plan.solve``; all but IKLTGP's products with
     its explicit ``G``, the objective's second factor), products with ``W`` for one in inverse form."""
-    if model.factor_form == "cholesky":
-        return ProductPlan(1) if method == "ikl" else SOLVE_PLAN
-    return MULTIPLY_PLAN
+    return objective_plan.py_func(SOLVE_PLAN if model.factor_form == "cholesky" else MULTIPLY_PLAN, METHOD_CODE[method])
 
 
 def predicts_few(model: TGPModel) -> bool:
     """Whether ``model`` predicts one or a few points per call (a KNN-local or region model,
-    :func:`with_row_products`): its KLTGP and SMTGP predictions then run fused, one kernel per batch
-    (:func:`fastsm.tgp.prediction.predict_fused`)."""
+    :func:`with_row_products`): it then holds its factors as the row loops read them."""
     return bool(model.__dict__.get("_row_products", False))
 
 
@@ -153,7 +151,7 @@ def fitted(model: TGPModel, loo: LeaveOneOut | None = None) -> Fitted:
     V = (_no_projections(),) * 3 if loo is None else (loo.Vx, loo.Vy, loo.Vxy)
     return Fitted(read_only(model.X), read_only(model.Y), read_only(model.ridge_coef), float(p.gamma_x),
                   1.0 + p.lambda_x, eta_floor(model.params), read_only(f["Wx"]), read_only(f["Wy"]),
-                  read_only(f["Wxy"]), float(model.y_spread), *V)
+                  read_only(f["Wxy"]), *V)
 
 
 def check_method_factors(model: TGPModel, method: str) -> None:

@@ -1,5 +1,6 @@
-"""One kernel per batch for models in Cholesky form (fastsm._kernels.predict) against the staged prediction,
-and the point kernels (fastsm._kernels.points) against plain NumPy/SciPy."""
+"""The one prediction pipeline (fastsm.tgp.prediction.predict_points, fastsm._kernels.predict.predict_rows)
+against the staged prediction (tests/staged.py), bitwise, for global, leave-one-out and local models, every
+method and start; and the point kernels (fastsm._kernels.points) against plain NumPy/SciPy (#54)."""
 
 import copy
 
@@ -13,70 +14,106 @@ from fastsm._threads import thread_limits
 from fastsm.exceptions import ExtrapolationWarning
 from fastsm.tgp import prediction as P
 from fastsm.tgp.local_model import local_model
+from fastsm.tgp.loo import loo_points, loo_ridge, loo_spread
 from fastsm.tgp.options import PredictOptions
-from fastsm.tgp.views import leave_one_out
+from fastsm.tgp.views import inverse_form, leave_one_out
+from tests.staged import predict_staged
 
 PARAMS = tgp.TGPParams(gamma_x=0.5, gamma_y=2.0, lambda_x=1e-3, lambda_y=1e-2, alpha=0.6, beta=1.5)
 OPTS = dict(max_iter=config.DEFAULT_MAX_ITER, tol=config.DEFAULT_TOL, threads=1, trust_radius=0.25, batch_size=7,
             progress=False, ftol=0.0)
-
-
-def _opts(**kw):
-    return PredictOptions(**dict(OPTS, **kw))
 FIELDS = ("y", "log_certainty", "n_iter", "n_eval", "converged", "objective", "criterion", "n_eta_floor",
           "extrapolated")
 
 
-def _model(dy, seed=0, n=70):
+def _opts(**kw):
+    return PredictOptions(**dict(OPTS, **kw))
+
+
+def _same(a, b):
+    for name in FIELDS:
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+
+
+def _data(dy, seed=0, n=70):
     X, Xt, Y, _ = datasets.random_structured(seed, n_train=n, n_test=16, dx=3, dy=dy)
-    p = PARAMS.resolve(X, Y, None)
-    m = local_model(X, Y, p, ("kl", "sm"))
     # points whose ridge start leaves the outputs' box (the supported start acts), and one with no
     # kernel support (extrapolated: its start is kept)
     far = Xt[:3] * 3.0 + 2.0
     lost = np.full((1, 3), 1e3)
-    return m, np.vstack([Xt, far, lost])
+    return X, Y, PARAMS.resolve(X, Y, None), np.vstack([Xt, far, lost])
+
+
+def _model(dy, seed=0, n=70):
+    X, Y, p, Xt = _data(dy, seed, n)
+    return local_model(X, Y, p, ("kl", "sm")), Xt
 
 
 @pytest.mark.parametrize("dy", [1, 3, 40])
 @pytest.mark.parametrize("method,init", [("sm", None), ("sm", "linear"), ("sm", "kl"), ("kl", None), ("kl", "kl"),
                                          ("sm", "array"), ("kl", "array")])
-def test_the_fused_prediction_is_the_staged_one_bitwise(dy, method, init):
+def test_a_local_models_prediction_is_the_staged_one_bitwise(dy, method, init):
     m, Xt = _model(dy)
     assert m.factor_form == "cholesky"
     if init == "array":
         init = np.random.default_rng(1).normal(size=(len(Xt), dy))
     with pytest.warns(ExtrapolationWarning):
-        fused = P.predict_fused(m, Xt, _opts(method=method, init=init, optimizer="bfgs"))
-    with pytest.warns(ExtrapolationWarning):
-        staged = P.predict_staged(m, Xt, _opts(method=method, init=init, optimizer="bfgs"))
-    for name in FIELDS:
-        np.testing.assert_array_equal(getattr(fused, name), getattr(staged, name), err_msg=name)
-    assert fused.extrapolated[-1] and not fused.extrapolated[:16].any()
+        got = P.predict_global(m, Xt, _opts(method=method, init=init, optimizer="bfgs"))
+    _same(got, predict_staged(m, Xt, _opts(method=method, init=init, optimizer="bfgs")))
+    assert got.extrapolated[-1] and not got.extrapolated[:16].any()
+
+
+@pytest.mark.parametrize("form", ["cholesky", "inverse"])
+@pytest.mark.parametrize("method,init", [("sm", None), ("kl", None), ("ikl", None), ("ikl", "kl"), ("sm", "linear"),
+                                         ("sm_cubic", None), ("sm_cubic", "linear"), ("kl", "array")])
+def test_a_global_models_prediction_is_the_staged_one_bitwise(form, method, init):
+    X, Y, p, Xt = _data(2, seed=5, n=60)
+    m = tgp.fit(X, Y, p)
+    m = inverse_form(m) if form == "inverse" else m
+    if init == "array":
+        init = np.random.default_rng(2).normal(size=(len(Xt), 2))
+    for threads in (1, 2):  # batches of 7 points, split over threads: the bits do not move
+        with pytest.warns(ExtrapolationWarning):
+            got = P.predict_global(m, Xt, _opts(method=method, init=init, threads=threads))
+        _same(got, predict_staged(m, Xt, _opts(method=method, init=init)))
+
+
+@pytest.mark.parametrize("method,init", [("sm", None), ("kl", None), ("ikl", None), ("sm", "linear"), ("kl", "kl")])
+def test_leave_one_out_is_the_staged_prediction_bitwise(method, init):
+    X, Y, p, _ = _data(2, seed=6, n=50)
+    m = tgp.fit(X, Y, p)
+    held = np.array([0, 3, 7, 11, 20, 49], dtype=np.int64)
+    loo = leave_one_out(m)
+    for certainty in (True, False):
+        opts = _opts(method=method, init=init, batch_size=4)
+        got = loo_points(m, held, opts, certainty=certainty, loo=loo)
+        ref = predict_staged(m, X[held], opts, Y0=loo_ridge(m)[held], held=held, spread=loo_spread(Y)[held], loo=loo,
+                             certainty=certainty)
+        _same(got, ref)
+        assert np.isnan(got.log_certainty).all() == (not certainty and method != "sm")
 
 
 def test_gradient_descent_and_a_model_predicting_through_predict():
     m, Xt = _model(2, seed=3)
-    a = P.predict_fused(m, Xt[:16], _opts(method="sm", init=None, optimizer="gd"))
-    b = P.predict_staged(m, Xt[:16], _opts(method="sm", init=None, optimizer="gd"))
-    for name in FIELDS:
-        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
-    c = tgp.predict(m, Xt[:16], method="sm", threads=1)  # predict_global takes the fused path
-    np.testing.assert_array_equal(c.y, P.predict_staged(m, Xt[:16], _opts(method="sm", init=None, optimizer="bfgs",
-                                                                          batch_size=1024)).y)
+    a = P.predict_global(m, Xt[:16], _opts(method="sm", init=None, optimizer="gd"))
+    _same(a, predict_staged(m, Xt[:16], _opts(method="sm", init=None, optimizer="gd")))
+    c = tgp.predict(m, Xt[:16], method="sm", threads=1)
+    np.testing.assert_array_equal(c.y, predict_staged(m, Xt[:16], _opts(method="sm", init=None, optimizer="bfgs",
+                                                                        batch_size=1024)).y)
 
 
-def test_the_fused_prediction_checks_its_start():
+def test_the_prediction_checks_its_start():
     m, Xt = _model(2)
     with pytest.raises(ValueError, match="init must have shape"):
-        P.predict_fused(m, Xt, _opts(method="sm", init=np.zeros((3, 2)), optimizer="bfgs"))
+        P.predict_global(m, Xt, _opts(method="sm", init=np.zeros((3, 2)), optimizer="bfgs"))
     with pytest.raises(ValueError, match="init must be one of"):
-        P.predict_fused(m, Xt, _opts(method="sm", init="ridge", optimizer="bfgs"))
+        P.predict_global(m, Xt, _opts(method="sm", init="ridge", optimizer="bfgs"))
     big = copy.copy(m)
     object.__setattr__(big, "ridge_coef", np.full_like(m.ridge_coef, 1e300))
-    for run in (P.predict_fused, P.predict_staged):  # the same check, the same message
+    for init in (None, "kl"):
         with pytest.raises(ValueError, match=r"linear \(ridge\) start overflows float64 at 1 row\(s\), first row 1"):
-            run(big, np.vstack([Xt[:1] * 0.0, Xt[:1] * 0.0 + 1e10]), _opts(method="kl", init=None, optimizer="bfgs"))
+            P.predict_global(big, np.vstack([Xt[:1] * 0.0, Xt[:1] * 0.0 + 1e10]),
+                             _opts(method="kl", init=init, optimizer="bfgs"))
 
 
 def _supported_reference(model, X, Y0, method, held=None, spread=None):
@@ -134,7 +171,8 @@ def test_the_supported_start_kernel_matches_numpy(form, method):
 def test_the_bounds_without_the_held_row_match_numpy(n):
     """The supported start's per-column bounds, each row's own output left out, against NumPy,
     with extremes present twice (leaving one copy out keeps the other) and a single row."""
-    from fastsm._kernels.points import _column_bounds, _column_extremes
+    from tests.entries import column_bounds as _column_bounds
+    from tests.entries import column_extremes as _column_extremes
 
     rng = np.random.default_rng(n)
     Y = rng.integers(0, 3, size=(n, 4)).astype(float)  # ties in every column

@@ -1,0 +1,28 @@
+"""Python entries to internal kernels (compiled without a CPython wrapper, ``config.kernel(internal=True)``)
+that the tests call directly: each a kernel of the tests' own, so the package compiles no wrapper
+that only tests would use."""
+
+from __future__ import annotations
+
+import numba
+
+from fastsm._kernels.hessian import hessian_rows as _hessian_rows
+from fastsm._kernels.points import _column_bounds, _column_extremes
+
+
+@numba.njit(cache=True)
+def hessian_rows(obj, rows, Yt, out, work, H, jprod, held):
+    """:func:`fastsm._kernels.hessian.hessian_rows`."""
+    _hessian_rows(obj, rows, Yt, out, work, H, jprod, held)
+
+
+@numba.njit(cache=True)
+def column_extremes(Y):
+    """:func:`fastsm._kernels.points._column_extremes`."""
+    return _column_extremes(Y)
+
+
+@numba.njit(cache=True)
+def column_bounds(Y, ext, held, r, lo, hi):
+    """:func:`fastsm._kernels.points._column_bounds`."""
+    _column_bounds(Y, ext, held, r, lo, hi)
