@@ -130,7 +130,7 @@ def project_out(z, V, h):
         z[j] -= c * w[j]
 
 
-@kernel(internal=True)
+@kernel(inline=True)
 def project_rows(A, V, held):
     """:func:`project_out` of every row ``A[r]`` for its left-out training point ``held[r]`` (``-1``: none).
     Serial: O(N) a row beside the products' O(N^2), and a parallel loop costs more to compile."""
@@ -220,7 +220,7 @@ def evaluate_rows(obj, pts, idx, Yt, out, prod, cubic):
         _row_value_grad(obj, pts, r, idx, Yt, work, out)
 
 
-@kernel(internal=True)
+@kernel(inline=True)
 def _kernel_row(obj, r, Yt, work):
     """Row ``r``'s kernel row into ``work[K_ROW, r]``; the product buffers' rows are free until the
     products land: scratch of the exponential.  Leave-one-out keeps the left-out point's entry for the
@@ -235,7 +235,7 @@ def _floored(e, floor):
     return e, 0
 
 
-@kernel(internal=True)
+@kernel(inline=True)
 def _middle(obj, pts, r, idx, work, out):
     """Between the forward and the backward products: leave-one-out projections, ``z_xy``, the etas."""
     p = idx[r]
@@ -262,7 +262,7 @@ def _middle(obj, pts, r, idx, work, out):
     out.hits[r] = hits
 
 
-@kernel(internal=True)
+@kernel(inline=True)
 def _ikl_direction(obj, pts, r, idx, work, out):
     """IKLTGP between ``s = G t`` and the last product: ``q = -2 g + 2 P s - 2 (log(eta_y / eta_x) + 1) z``."""
     p = idx[r]
@@ -276,7 +276,7 @@ def _ikl_direction(obj, pts, r, idx, work, out):
         s[j] = -2.0 * g[j] + 2.0 * s[j] + c * z[j]
 
 
-@kernel(internal=True)
+@kernel(inline=True)
 def _row_value_grad(obj, pts, r, idx, Yt, work, out):
     p = idx[r]
     k = work[K_ROW, r]

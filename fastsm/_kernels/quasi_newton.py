@@ -282,7 +282,7 @@ def next_iteration(p, it, opts):
     return False
 
 
-@kernel(internal=True)
+@kernel(inline=True)
 def direction(p, it, opts):
     """Search direction of point ``p`` capped at ``max_step[p]``; False if it overflows."""
     G, H, P, h_scaled, gd_len, slope = it.G, it.H, it.P, it.h_scaled, it.gd_len, it.slope
