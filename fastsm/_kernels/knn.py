@@ -6,7 +6,7 @@ Each test point gets the twin GP of its ``K`` nearest training points (the paper
 (:func:`~fastsm._kernels.ridge.ridge_start`) and predicts the point
 (:func:`~fastsm._kernels.predict.predict_rows`, the one prediction pipeline) — the kernels the per-point
 path (:func:`fastsm.tgp.local_model.local_model` and :func:`fastsm.tgp.prediction.predict_points`) calls one
-by one from Python, in the same order, so the bits are that path's (tests/test_knn_rows.py).
+by one from Python, in the same order, so the bits are that path's (tests/test_knn.py).
 Between those calls a point spent about as long in Python, holding the GIL, as in the kernels,
 so two threads predicted 1.6x, not 2x, as fast as one (docs/scale.md).
 

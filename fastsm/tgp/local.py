@@ -151,14 +151,14 @@ class _KnnBlocks:
     (:func:`fastsm._kernels.knn.knn_rows`), bitwise the per-point path's predictions; a point that
     path would refuse or treat specially (its errors, outputs without spread) is run by it."""
 
-    def __init__(self, model: LocalTGPModel, X: np.ndarray, Y0, run: Run, out: dict, staged) -> None:
+    def __init__(self, model: LocalTGPModel, X: np.ndarray, Y0, run: Run, out: dict, per_point) -> None:
         p = model.params
         weighted = model.sample_weight is not None
         w = model.sample_weight if model.sample_weight is not None else np.ones(1)
         self.local = Local(model.X, model.Y, w, weighted,
                            float(p.gamma_x), float(p.gamma_y), float(p.lambda_x), float(p.lambda_y), float(p.alpha),
                            float(p.beta), eta_floor(p), MIN_PIVOT)
-        self.X, self.Y0, self.spec, self.out, self.staged = X, Y0, run, out, staged
+        self.X, self.Y0, self.spec, self.out, self.per_point = X, Y0, run, out, per_point
         self.alpha, self.beta, self.method = float(p.alpha), float(p.beta), "sm" if run.method == SM else "kl"
         self.stop = np.zeros(1, dtype=np.int64)
 
@@ -181,11 +181,12 @@ class _KnnBlocks:
         out["cv"][rows], out["h"][rows], out["ex"][rows], out["lc"][rows] = res.converged & ~ex, res.hits, ex, lc
         out["obj"][rows] = sm_value(res.criterion, self.method, self.beta)
         for q in np.flatnonzero(res.status != 0):
-            self.staged((rows[q:q + 1], members[q]))
+            self.per_point((rows[q:q + 1], members[q]))
         return m
 
 
-def knn_blocks(model: LocalTGPModel, X: np.ndarray, Y0, opts: PredictOptions, out: dict, staged) -> _KnnBlocks | None:
+def knn_blocks(model: LocalTGPModel, X: np.ndarray, Y0, opts: PredictOptions, out: dict,
+               per_point) -> _KnnBlocks | None:
     """:class:`_KnnBlocks` where a prediction's per-point models are fitted by fastsm's own factorisation
     (``share="none"``, KLTGP or SMTGP, ``K < n_train``, :func:`~fastsm.tgp.fitting.own_factorisation`), else
     ``None``."""
@@ -197,7 +198,7 @@ def knn_blocks(model: LocalTGPModel, X: np.ndarray, Y0, opts: PredictOptions, ou
     chosen = resolved_init(opts.init, method)
     if isinstance(chosen, str):
         check_choice("init", chosen, ("linear", "kl"))
-    return _KnnBlocks(model, X, Y0, kernel_run(opts, model.Y.shape[1], given=Y0 is not None), out, staged)
+    return _KnnBlocks(model, X, Y0, kernel_run(opts, model.Y.shape[1], given=Y0 is not None), out, per_point)
 
 
 def predict_local(model: LocalTGPModel, X, opts: PredictOptions) -> Prediction:

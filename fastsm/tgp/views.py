@@ -169,10 +169,12 @@ def model_factors(model: TGPModel, method: str) -> tuple[np.ndarray, np.ndarray]
 
 
 def cubic_factors(model: TGPModel, method: str):
-    """``(K_X^-1, K_Y^-1)`` for the O(N^3) reference form, else ``None``."""
+    """``(K_X^-1, K_Y^-1)`` for the O(N^3) reference form, else ``None``; formed on one BLAS thread (a
+    threaded product's bits depend on the thread count on some BLAS kernels, and so would the predictions)."""
     if method != "sm_cubic":
         return None
-    return np.ascontiguousarray(model.Kx_inv), np.ascontiguousarray(model.Ky_inv)
+    with thread_limits(1):
+        return np.ascontiguousarray(model.Kx_inv), np.ascontiguousarray(model.Ky_inv)
 
 
 def objective_view(model: TGPModel, method: str, beta: float, loo: LeaveOneOut | None = None) -> obj.Objective:
