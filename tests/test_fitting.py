@@ -1,14 +1,22 @@
-"""fastsm.tgp.fitting: the ridge start's frame, its kernel twin and the leave-one-out starts."""
+"""fastsm.tgp.fitting: the ridge start's frame, its kernel twin and the leave-one-out starts; small models in
+Cholesky form (KNN-local and region models, ``factorize_cholesky``)."""
 
 import dataclasses
+import pickle
 
 import numpy as np
 import pytest
 
 from fastsm import datasets, tgp
+from fastsm._kernels.cholesky import CHOLESKY_MAX_N, cholesky_symmetric
+from fastsm._kernels.linalg import potrf_symmetric
 from fastsm._kernels.ridge import ridge_start
-from fastsm.tgp.fitting import ridge, ridge_frame
+from fastsm._threads import thread_limits
+from fastsm.tgp import regions
+from fastsm.tgp.fitting import factorize_cholesky, ridge, ridge_frame, weighted_gram
+from fastsm.tgp.local_model import local_model
 from fastsm.tgp.loo import loo_ridge
+from fastsm.tgp.views import inverse_form, products_plan
 
 PARAMS = tgp.TGPParams(gamma_x=0.5, gamma_y=0.5, lambda_x=0.1, lambda_y=0.1, alpha=0.5, beta=1.5)
 
@@ -146,3 +154,228 @@ def test_replace_refits(toy300):
     np.testing.assert_array_equal(r.Wxy, fresh.Wxy)
     with pytest.raises(ValueError, match="init=False"):
         dataclasses.replace(m, Wx=m.Wx)
+
+
+CHOLESKY_PARAMS = tgp.TGPParams(gamma_x=0.5, gamma_y=2.0, lambda_x=1e-3, lambda_y=1e-2, alpha=0.6, beta=1.5)
+
+
+@pytest.fixture(scope="module")
+def data():
+    X, Xt, Y, _ = datasets.random_structured(1, n_train=120, n_test=12, dx=3, dy=2)
+    return X, Xt, Y, CHOLESKY_PARAMS.resolve(X, Y, None)
+
+
+def _cholesky_longdouble(K):
+    """Cholesky factor of ``K`` in long double (a plain right-looking reference)."""
+    A = np.array(K, dtype=np.longdouble)
+    n = A.shape[0]
+    L = np.zeros_like(A)
+    for k in range(n):
+        L[k, k] = np.sqrt(A[k, k])
+        L[k + 1:, k] = A[k + 1:, k] / L[k, k]
+        A[k + 1:, k + 1:] -= np.outer(L[k + 1:, k], L[k + 1:, k])
+    return L
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_factors_are_cholesky_factors_in_symmetric_storage(data, weighted):
+    """Against a long-double reference: each factor is the Cholesky factor of the Gram matrix, as
+    accurate as LAPACK's ``dpotrf`` (forward error within 4x, residual within n eps of ``K``),
+    stored with ``L^T`` above the diagonal; its log-determinant is ``slogdet``'s."""
+    X, _, Y, p = data
+    w = np.random.default_rng(0).uniform(0.2, 3.0, len(X)) if weighted else None
+    parts = factorize_cholesky(X, Y, p, w)
+    Kx = weighted_gram(X, p.gamma_x, p.lambda_x, w)
+    Ky = weighted_gram(Y, p.gamma_y, p.lambda_y, w)
+    n = len(X)
+    for name, K, ld in (("Wx", Kx, "logdet_x"), ("Wy", Ky, "logdet_y"),
+                        ("Wxy", (1.0 - p.alpha) * Kx + p.alpha * Ky, "logdet_xy")):
+        S = parts[name]
+        L = np.tril(S)
+        np.testing.assert_array_equal(np.triu(S), L.T, err_msg=name)
+        ref = _cholesky_longdouble(K)
+        with thread_limits(1):
+            S_lapack = np.array(K, order="C", copy=True)
+            assert potrf_symmetric(S_lapack) == 0
+            lapack = np.tril(S_lapack)
+        err, lapack_err = float(np.abs(L - ref).max()), float(np.abs(lapack - ref).max())
+        assert err <= 4.0 * lapack_err + 1e-15, (name, err, lapack_err)
+        residual = float(np.abs(L.astype(np.longdouble) @ L.T.astype(np.longdouble) - K).max())
+        assert residual <= n * np.finfo(float).eps * np.abs(K).max(), (name, residual)
+        np.testing.assert_allclose(parts[ld], np.linalg.slogdet(K)[1], rtol=1e-12)
+    assert parts["factor_form"] == "cholesky" and parts["G"] is None
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 63, 64, 65, 120, 201, 401])
+def test_the_cholesky_kernel_against_numpy(n):
+    """``cholesky_symmetric`` on every shape of its loops (orders around multiples of eight, and
+    above ``CHOLESKY_MAX_N``, where it calls ``dpotrf``): NumPy's factor to rounding, ``L^T``
+    above the diagonal, whatever the strict lower triangle held (NaN here)."""
+    rng = np.random.default_rng(n)
+    Z = rng.standard_normal((n, 4))
+    K = np.exp(-0.5 * ((Z[:, None, :] - Z[None, :, :]) ** 2).sum(-1)) + 1e-3 * np.eye(n)
+    A = np.triu(K) + np.tril(np.full((n, n), np.nan), -1)
+    assert cholesky_symmetric(A) == 0
+    L = np.linalg.cholesky(K)
+    np.testing.assert_allclose(np.tril(A), L, rtol=0, atol=1e-9)
+    np.testing.assert_array_equal(np.triu(A), np.tril(A).T)
+
+
+@pytest.mark.parametrize("n, bad", [(5, 0), (10, 3), (50, 17), (200, 150), (200, 199), (401, 300)])
+def test_the_cholesky_kernel_reports_lapacks_info(n, bad):
+    """A matrix whose leading minor of order ``bad + 1`` is not positive: ``info`` is ``bad + 1``,
+    as ``dpotrf``'s; a NaN pivot too (the callers also check the pivots and the log-determinant)."""
+    rng = np.random.default_rng(bad)
+    Z = rng.standard_normal((n, n))
+    for value in (-1.0, np.nan):
+        K = Z @ Z.T / n + np.eye(n)
+        K[bad, bad] = value
+        A, B = K.copy(), K.copy()
+        with thread_limits(1):
+            expected = potrf_symmetric(B)
+        info = cholesky_symmetric(A)
+        if value == -1.0:
+            assert info == expected == bad + 1
+        elif n <= CHOLESKY_MAX_N:  # above, dpotrf's: OpenBLAS's blocked dpotrf passes a NaN on (measured)
+            assert info == bad + 1
+
+
+def test_predictions_agree_with_the_inverse_form(data):
+    """Substitutions with L against products with W = L^-1 (rounding apart: measured 6e-14 on y)."""
+    X, Xt, Y, p = data
+    inv = inverse_form(tgp.fit(X, Y, p, methods=("kl", "sm")))  # the inverse form of leave-one-out and updates
+    chol = local_model(inv.X, inv.Y, inv.params, ("kl", "sm"))
+    assert chol.factor_form == "cholesky" and products_plan(chol).solve and inv.factor_form == "inverse"
+    for method in ("kl", "sm"):
+        a, b = tgp.predict(inv, Xt, method=method), tgp.predict(chol, Xt, method=method)
+        np.testing.assert_allclose(b.y, a.y, rtol=0, atol=1e-9)
+        np.testing.assert_allclose(b.objective, a.objective, rtol=1e-9)
+        np.testing.assert_allclose(b.log_certainty, a.log_certainty, rtol=1e-9, atol=1e-12)
+    for prop in ("Kx_inv", "Ky_inv", "Kxy_inv"):
+        np.testing.assert_allclose(getattr(chol, prop), getattr(inv, prop), rtol=1e-8,
+                                   atol=1e-8 * np.abs(getattr(inv, prop)).max())
+    W = chol.inverse_factor("Wy")  # the inverse of the stored L, lower triangular
+    np.testing.assert_array_equal(W, np.tril(W))
+    np.testing.assert_allclose(W @ np.tril(chol.Wy), np.eye(len(X)), rtol=0, atol=1e-10)
+    np.testing.assert_allclose(W, inv.Wy, rtol=0, atol=1e-8 * np.abs(inv.Wy).max())
+
+
+def test_every_local_model_is_in_cholesky_form_and_predicts_as_the_inverse_form(data):
+    """IKLTGP, ``share="cluster"`` (``rows=False``) and models above ``ROW_PRODUCTS_MAX_N`` points are in
+    Cholesky form too (LAPACK's factors, session 37): their predictions are those of the same model's
+    inverse form to rounding (measured under the Nehalem, SandyBridge, Haswell and SkylakeX kernels: y
+    1.8e-13, objective 1.2e-12 relative, log-certainty 9.2e-13 relative)."""
+    from fastsm import config
+
+    X, Xt, Y, p = data
+    old = config.ROW_PRODUCTS_MAX_N
+    models = [(local_model(X, Y, p, ("ikl",)), "ikl"), (local_model(X, Y, p, ("kl", "sm"), rows=False), "sm")]
+    try:
+        config.ROW_PRODUCTS_MAX_N = len(X) - 1
+        models.append((local_model(X, Y, p, ("kl", "sm")), "kl"))
+    finally:
+        config.ROW_PRODUCTS_MAX_N = old
+    for model, method in models:
+        assert model.factor_form == "cholesky"
+        a, b = tgp.predict(inverse_form(model), Xt, method=method), tgp.predict(model, Xt, method=method)
+        np.testing.assert_allclose(b.y, a.y, rtol=0, atol=1e-9)
+        np.testing.assert_allclose(b.objective, a.objective, rtol=1e-9)
+        np.testing.assert_allclose(b.log_certainty, a.log_certainty, rtol=1e-9, atol=1e-12)
+
+
+def test_packs_pickles_and_serves_the_inverse_form_operations(data):
+    X, Xt, Y, p = data
+    chol = local_model(X, Y, p, ("kl", "sm"))
+    from fastsm._kernels.tri_rows import pack_lower, unpack_lower
+
+    M = np.random.default_rng(1).standard_normal((7, 7))
+    np.testing.assert_array_equal(pack_lower(M), M[np.tri(7, dtype=bool)])  # NumPy's order, row by row
+    np.testing.assert_array_equal(unpack_lower(pack_lower(M), 7, False), np.tril(M))
+    np.testing.assert_array_equal(unpack_lower(pack_lower(M), 7, True), np.tril(M) + np.tril(M, -1).T)
+    back = regions.CompactModel.pack(chol).unpack()
+    assert back.factor_form == "cholesky"
+    for name in ("Wx", "Wy", "Wxy", "ridge_coef"):
+        np.testing.assert_array_equal(getattr(back, name), getattr(chol, name), err_msg=name)
+    assert regions.CompactModel.pack(chol).nbytes < 0.6 * regions.model_nbytes(chol)
+    again = pickle.loads(pickle.dumps(chol))  # the fused-path flag and the storage stay in the process
+    np.testing.assert_allclose(tgp.predict(again, Xt).y, tgp.predict(chol, Xt).y, rtol=0, atol=1e-12)
+    # leave-one-out runs on either form (substitutions with L, or products with W), equal to rounding
+    # (measured 2.2e-14); the updates keep the Cholesky form
+    inv = inverse_form(chol)
+    rows = [0, 5, 17]
+    np.testing.assert_allclose(tgp.loo_predict(chol, rows=rows).y, tgp.loo_predict(inv, rows=rows).y, rtol=0,
+                               atol=1e-11)
+    grown, fewer = tgp.partial_fit(chol, Xt[:2], Y[:2]), tgp.remove(chol, [0, 7])
+    for up, X_up, Y_up in ((grown, np.vstack([X, Xt[:2]]), np.vstack([Y, Y[:2]])),
+                           (fewer, np.delete(X, [0, 7], 0), np.delete(Y, [0, 7], 0))):
+        refit = local_model(X_up, Y_up, p, ("kl", "sm"))
+        assert up.factor_form == "cholesky"
+        for name in ("Wx", "Wy", "Wxy"):
+            np.testing.assert_allclose(getattr(up, name), getattr(refit, name), rtol=0, atol=1e-12, err_msg=name)
+    moved = tgp.with_alpha(chol, 0.3)
+    assert moved.factor_form == "cholesky" and moved.Wx is chol.Wx
+    refit = tgp.fit(X, Y, dataclasses.replace(p, alpha=0.3), methods=("kl", "sm"))
+    np.testing.assert_allclose(moved.Wxy, refit.Wxy, rtol=0, atol=1e-12)
+
+
+def test_bad_factorisations_raise_as_the_inverse_form_does(data):
+    X, _, Y, p = data
+    Xd, Yd = np.vstack([X, X[:1]]), np.vstack([Y, Y[:1]])
+    zero = tgp.TGPParams(gamma_x=0.5, gamma_y=2.0, lambda_x=0.0, lambda_y=1e-2, alpha=0.6, beta=1.5)
+    with pytest.raises(ValueError, match="K_X is not positive definite .* need lambda_x > 0"):
+        factorize_cholesky(Xd, Yd, zero)
+    from fastsm.tgp import fitting
+
+    with pytest.MonkeyPatch.context() as mp:  # a pivot below the floor: K^-1 would overflow
+        mp.setattr(fitting, "MIN_PIVOT", 2.0)
+        with pytest.raises(ValueError, match="K_X is numerically singular; .*need a larger lambda_x"):
+            factorize_cholesky(X, Y, p)
+
+
+@pytest.mark.parametrize("case", ["plain", "weighted", "constant column", "one point", "scaled", "collinear"])
+def test_the_ridge_kernel_solves_numpys_ridge_problem(case):
+    """:func:`fastsm._kernels.ridge.ridge_start` against :func:`fastsm.tgp.fitting.ridge` and
+    ``output_spread`` (NumPy): the same minimal-norm least-squares solution, to rounding."""
+    from fastsm._kernels.ridge import ridge_start
+    from fastsm.tgp.fitting import output_spread, ridge
+
+    rng = np.random.default_rng(3)
+    X, Y = rng.standard_normal((60, 5)), rng.standard_normal((60, 3))
+    w = None
+    if case == "weighted":
+        w = rng.uniform(0.1, 5.0, 60)
+    elif case == "constant column":
+        X[:, 2] = 4.0
+    elif case == "one point":
+        X, Y = X[:1], Y[:1]
+    elif case == "scaled":
+        X = X * 1e14
+    elif case == "collinear":  # two equal columns: full rank only through the penalty rows
+        X[:, 3] = X[:, 1]
+    coef, spread = ridge_start(X, Y, np.ones(1) if w is None else w, w is not None)
+    ref = ridge(X, Y, w)
+    np.testing.assert_allclose(coef, ref, rtol=1e-10, atol=1e-12 * np.abs(ref).max())
+    if case != "one point":
+        np.testing.assert_allclose(spread, output_spread(Y), rtol=1e-13)
+    else:
+        assert spread == 0.0  # factorize_cholesky then asks output_spread
+
+
+def test_householder_least_squares_against_numpy():
+    """:func:`fastsm._kernels.ridge.householder_lstsq` against NumPy's ``lstsq`` (an SVD), and its
+    refusals: a zero column, columns dependent to rounding (``R``'s diagonal spans > 2^26)."""
+    from fastsm._kernels.ridge import householder_lstsq
+
+    rng = np.random.default_rng(5)
+    for m, n, k in ((50, 6, 3), (13, 13, 1), (212, 13, 10), (9, 1, 2)):
+        A, b = rng.standard_normal((m, n)), rng.standard_normal((m, k))
+        A[:, 0] *= 1e3  # columns of different scales
+        z, ok = householder_lstsq(A, b)
+        assert ok
+        ref = np.linalg.lstsq(A, b, rcond=None)[0]
+        np.testing.assert_allclose(z, ref, rtol=1e-11, atol=1e-13 * np.abs(ref).max())
+    A, b = rng.standard_normal((30, 4)), rng.standard_normal((30, 2))
+    A[:, 2] = 0.0
+    assert not householder_lstsq(A, b)[1]
+    A[:, 2] = A[:, 1] * (1.0 + 1e-12)
+    assert not householder_lstsq(A, b)[1]
