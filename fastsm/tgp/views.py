@@ -97,7 +97,7 @@ def with_row_products(model: TGPModel) -> TGPModel:
     storage; a model in Cholesky form stores ``L`` so already), formed here once, where
     :func:`product_factors` forms them per call.
     Neither is pickled: they belong to this process."""
-    if model.n_train > config.ROW_PRODUCTS_MAX_N or model.__dict__.get("_row_products", False):
+    if model.n_train > config.ROW_PRODUCTS_MAX_N or predicts_few(model):
         return model
     parts = {name: getattr(model, name) for name in MODEL_PARTS}
     stored = {"Wx", "Wy", "Wxy"} if model.factor_form == "cholesky" else set()  # symmetric storage already
