@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from fastsm._kernels.linalg import cholesky_solve, potrf_symmetric
+from fastsm._kernels.shared import call
 from fastsm.config import CURVATURE_SCHEDULE, kernel
 
 
@@ -48,7 +49,7 @@ def seed_inverse(p, Hx, it):
     unit[:] = 0.0
     for c in range(d):  # H^-1 column by column
         unit[c] = 1.0
-        col = cholesky_solve(L, unit)
+        col = call(cholesky_solve, L, unit)
         unit[c] = 0.0
         for i in range(d):
             it.H[p, i, c] = col[i]

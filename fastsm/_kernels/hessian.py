@@ -31,6 +31,7 @@ from fastsm._kernels.objectives import (
     ops2,
     project_out,
 )
+from fastsm._kernels.shared import call
 from fastsm._kernels.tri_rows import run_products
 from fastsm.config import kernel
 
@@ -70,7 +71,7 @@ def hessian_rows(obj, rr, Yt, out, work, hess, jprod, held):
             project_out(jw[Z2_ROW, t], obj.V2, h)
     for q in range(m):
         r = rr[q]
-        _assemble(obj, np.int64(q), r, Yt, work, jw, out, hess[q])
+        call(_assemble, obj, np.int64(q), r, Yt, work, jw, out, hess[q])
 
 
 @kernel(internal=True)

@@ -28,6 +28,7 @@ from fastsm._kernels.objectives import KL, SM, Objective
 from fastsm._kernels.points import Fitted, linear_rows
 from fastsm._kernels.predict import GIVEN, Batch, Objectives, predict_rows
 from fastsm._kernels.ridge import ridge_start
+from fastsm._kernels.shared import call
 from fastsm.config import kernel
 
 
@@ -153,8 +154,8 @@ def knn_rows(loc, Xq, members, Y0, run, plan, stop, out):
         unit = np.empty(1)
         unit[0] = spread
         objs = Objectives(kl, sm if run.method == SM else kl, sm, None)
-        Y, f, n_iter, n_eval, cv, hits, eta_y, eta_xy, eta_x, ex = predict_rows(fit, objs, Batch(xq, y0, held, unit),
-                                                                                run, plan, stop)
+        Y, f, n_iter, n_eval, cv, hits, eta_y, eta_xy, eta_x, ex = call(predict_rows, fit, objs,
+                                                                        Batch(xq, y0, held, unit), run, plan, stop)
         out.y[q] = Y[0]
         out.criterion[q] = f[0]
         out.n_iter[q] = n_iter[0]

@@ -35,6 +35,7 @@ import numpy as np
 from fastsm._kernels.cubic import cubic_rows
 from fastsm._kernels.kliep_problem import dot_lanes
 from fastsm._kernels.rbf import combine_weights, contract_lanes, kernel_row
+from fastsm._kernels.shared import call
 from fastsm._kernels.tri_rows import ProductPlan, run_products
 from fastsm.config import kernel
 
@@ -225,7 +226,7 @@ def _kernel_row(obj, r, Yt, work):
     """Row ``r``'s kernel row into ``work[K_ROW, r]``; the product buffers' rows are free until the
     products land: scratch of the exponential.  Leave-one-out keeps the left-out point's entry for the
     forward products (:func:`_middle` zeroes it after them, :func:`project_out`)."""
-    kernel_row(Yt[r], obj.Zt, obj.gamma, work[K_ROW, r], work[R1_ROW, r], work[R2_ROW, r])
+    call(kernel_row, Yt[r], obj.Zt, obj.gamma, work[K_ROW, r], work[R1_ROW, r], work[R2_ROW, r])
 
 
 @kernel(internal=True)
@@ -290,14 +291,14 @@ def _row_value_grad(obj, pts, r, idx, Yt, work, out):
         # [SM] Eq. 5; gradient -2 (u_x - eta_x/eta_y u_y)^T J (docs/math.md §3, Eq. 6 corrected)
         value = obj.kyy - 2.0 * dot_lanes(k, pts.F[p]) - eta_x * np.log(eta_y)
         combine_weights(-2.0, pts.F[p], 2.0 * eta_x / eta_y, work[R1_ROW, r], k, scratch)
-        contract_lanes(y, Zt, scratch, gamma, grad)
+        call(contract_lanes, y, Zt, scratch, gamma, grad)
     elif method == IKL:
         # [SM] Eq. 7/8: -2 k_x^T u_y + u_y^T K_X u_y + eta_y (log eta_y - log eta_x)
         value = -2.0 * dot_lanes(pts.F[p], work[Z1_ROW, r]) + dot_lanes(work[Z2_ROW, r], work[Z2_ROW, r]) + eta_y * (
             np.log(eta_y) - np.log(eta_x))
         q = work[R2_ROW, r]
         combine_weights(1.0, q, 0.0, q, k, scratch)
-        contract_lanes(y, Zt, scratch, gamma, grad)
+        call(contract_lanes, y, Zt, scratch, gamma, grad)
     else:
         # [SM] Eq. 16/17 in log space: s = a log eta_y - log eta_xy
         a, beta, eta_xy = obj.alpha, obj.beta, out.eta_xy[r]
@@ -312,7 +313,7 @@ def _row_value_grad(obj, pts, r, idx, Yt, work, out):
         # ds/dy = (-2 a u_y / eta_y + 2 a u_xy / eta_xy)^T J
         combine_weights(dlds * (-2.0 * a / eta_y), work[R1_ROW, r], dlds * 2.0 * a / eta_xy, work[R2_ROW, r], k,
                         scratch)
-        contract_lanes(y, Zt, scratch, gamma, grad)
+        call(contract_lanes, y, Zt, scratch, gamma, grad)
     out.value[r] = value
 
 

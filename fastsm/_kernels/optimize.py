@@ -29,6 +29,7 @@ from fastsm._kernels.quasi_newton import (
     next_iteration,
     start_step,
 )
+from fastsm._kernels.shared import call
 from fastsm.config import kernel
 
 
@@ -71,7 +72,7 @@ def minimize_batch(obj, pts, start, opts, stop, cubic, plan):
     """
     B, d = start.Y.shape
     n = obj.Z.shape[0]
-    it = new_iterates(start.Y)
+    it = call(new_iterates, start.Y)
     w = max(1, min(opts.window, B))
     prod = Products(workspace(w, n), plan)
     hc = max(1, w // d) if opts.hessian else 1  # points per Hessian call
@@ -106,7 +107,7 @@ def minimize_batch(obj, pts, start, opts, stop, cubic, plan):
                 nr += 1
         if nr == 0:
             break
-        evaluate_rows(obj, pts, rows[:nr], Yt[:nr], Evaluations(ft[:nr], Gt[:nr], ey[:nr], exy[:nr], ht[:nr]),
+        call(evaluate_rows, obj, pts, rows[:nr], Yt[:nr], Evaluations(ft[:nr], Gt[:nr], ey[:nr], exy[:nr], ht[:nr]),
                       prod, cubic)
         nh = 0
         for r in range(nr):
@@ -115,32 +116,32 @@ def minimize_batch(obj, pts, start, opts, stop, cubic, plan):
             it.hits[p] += ht[r]
             moved = False
             if it.state[p] == START or it.state[p] == ALT:
-                if start_step(p, r, it, start, ft, Gt, ey, exy):
+                if call(start_step, p, r, it, start, ft, Gt, ey, exy):
                     continue  # the start's alternative is the next trial
             elif accepted(p, r, it, ft, Gt, opts.stop):
                 # one call with a runtime flag: literal True / False compiled accept twice
-                accept(p, r, it, Yt, ft, Gt, opts, armijo(p, r, it, ft, opts.stop))
+                call(accept, p, r, it, Yt, ft, Gt, opts, armijo(p, r, it, ft, opts.stop))
                 it.eta_y[p] = ey[r]
                 it.eta_xy[p] = exy[r]
                 moved = True
-            elif backtrack_step(p, r, it, ft, dot(Gt[r], it.P[p]), opts):
+            elif call(backtrack_step, p, r, it, ft, dot(Gt[r], it.P[p]), opts):
                 continue
             if moved and wants_curvature(p, it, opts):
                 hrow[nh] = r  # row r still holds the evaluation at the point's new position
                 nh += 1
-            elif not next_iteration(p, it, opts):
+            elif not call(next_iteration, p, it, opts):
                 slot[row_slot[r]] = -1
         if nh > 0:
             for r in range(nr):
                 held_r[r] = pts.held[rows[r]]
         for c0 in range(0, nh, hc):
             c1 = min(nh, c0 + hc)
-            hessian_rows(obj, hrow[c0:c1], Yt, Evaluations(ft, Gt, ey, exy, ht), prod.work, hess, jprod, held_r)
+            call(hessian_rows, obj, hrow[c0:c1], Yt, Evaluations(ft, Gt, ey, exy, ht), prod.work, hess, jprod, held_r)
             for q in range(c0, c1):
                 p = rows[hrow[q]]
                 it.n_eval[p] += (d + 1) // 2  # the Hessian's products: 2 dy triangular ones, an evaluation has 4
-                seed_inverse(p, hess[q - c0], it)
-                if not next_iteration(p, it, opts):
+                call(seed_inverse, p, hess[q - c0], it)
+                if not call(next_iteration, p, it, opts):
                     slot[row_slot[hrow[q]]] = -1
     for p in range(B):
         if it.state[p] != DONE:

@@ -21,6 +21,7 @@ from fastsm._kernels.objectives import (
 from fastsm._kernels.quasi_newton import Start
 from fastsm._kernels.rank_one import sumsq_rows
 from fastsm._kernels.rbf import rbf_cross
+from fastsm._kernels.shared import call
 from fastsm._kernels.tri_rows import run_products
 from fastsm.config import EXTRAPOLATION_K, kernel
 
@@ -111,7 +112,7 @@ def point_data(fit, Xb, method, plan, held):
     m = Xb.shape[0]
     n = fit.X.shape[0]
     Kx = np.empty((m, n))
-    rbf_cross(Xb, fit.X, fit.gamma_x, Kx)
+    call(rbf_cross, Xb, fit.X, fit.gamma_x, Kx)
     ex = np.empty(m, dtype=np.bool_)
     nearest = np.empty(m, dtype=np.int64)
     for r in range(m):
@@ -127,14 +128,14 @@ def point_data(fit, Xb, method, plan, held):
             top = max(top, v)
         ex[r] = top < EXTRAPOLATION_K
         nearest[r] = _nearest(Kx[r], skip)
-    Hx = _forward(Kx, fit.Wx, fit.Vx, plan, held)
+    Hx = call(_forward, Kx, fit.Wx, fit.Vx, plan, held)
     eta_x = np.empty(m)
     sumsq_rows(Hx, fit.kxx, fit.floor, eta_x)
-    Gxy = _forward(Kx, fit.Wxy, fit.Vxy, plan, held)
+    Gxy = call(_forward, Kx, fit.Wxy, fit.Vxy, plan, held)
     if method == KL:
         F = tri_rows_of(Hx, fit.Wx, False, plan)  # u_x = K_X^-1 k_x
     elif method == IKL:
-        F = _forward(Kx, fit.Wy, fit.Vy, plan, held)
+        F = call(_forward, Kx, fit.Wy, fit.Vy, plan, held)
     elif method == SM:
         F = Gxy
     else:
@@ -224,7 +225,7 @@ def supported_alternatives(Y, Y0, nearest, ex, held, spread):
     for i in range(n):
         for c in range(dy):
             absmax[c] = max(absmax[c], abs(Y[i, c]))
-    ext = _column_extremes(Y)
+    ext = call(_column_extremes, Y)
     lo = np.empty(dy)
     hi = np.empty(dy)
     alt = np.empty((m, dy))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from fastsm._kernels.shared import call
 from fastsm._kernels.simd import vadd, vhsum, vload, vmul, vsplat, vstore, vsub
 from fastsm.config import kernel
 
@@ -88,7 +89,7 @@ def gram_upper(Z, gamma, K):
                 vstore(buf, off + p, acc)
             off += (n - j0 + 7) // 8 * 8
             i1 += 1
-        exp_neg_scaled(buf[:off], gamma, scale[:off], low[:off])
+        call(exp_neg_scaled, buf[:off], gamma, scale[:off], low[:off])
         off = 0
         for r in range(i, i1):
             m = n - r - 1
@@ -137,7 +138,7 @@ def rbf_cross(A, Z, gamma, out):
     for i in range(m):
         row = out[i, :n]
         sqdist_row(A[i], Zt, 0, row)
-        exp_neg_scaled(row, gamma, scratch[0], scratch[1])
+        call(exp_neg_scaled, row, gamma, scratch[0], scratch[1])
 
 
 @kernel()
@@ -304,4 +305,4 @@ def kernel_row(y, Zt, gamma, out, scale, low):
     :func:`sqdist_row`, then :func:`exp_neg_scaled` (``scale``: scratch and ``low``: scratch of n).
     """
     sqdist_row(y, Zt, 0, out)
-    exp_neg_scaled(out, gamma, scale, low)
+    call(exp_neg_scaled, out, gamma, scale, low)

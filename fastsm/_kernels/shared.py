@@ -1,0 +1,96 @@
+"""Kernels compiled once and called by symbol: :func:`call`.
+
+Numba compiles a kernel that other kernels call into a library of its own, and then links a copy of
+that library into every caller, where LLVM optimises it and emits its machine code again (and once
+more in the caller's callers).  Before this module, the demo's first prediction compiled 74 000 lines
+of LLVM IR for 40 000 lines of distinct functions: ``exp_neg_scaled`` seven times, the Hessian's
+``_assemble`` three times, every step of the optimiser twice (docs/performance.md, "Kernels called
+by symbol").
+
+``call(kernel, *args)`` in a kernel calls ``kernel`` (a kernel of :func:`fastsm.config.kernel`)
+through a symbol of its own instead: the caller's module declares it, the process resolves it to
+the one compiled copy (as it resolves LAPACK's ``dpotrf``, :mod:`fastsm._kernels.linalg`), and
+nothing is linked.  The callee's machine code is the code it runs alone; the call costs what a
+call to a function LLVM did not inline costs.  It suits kernels that do O(N) work or more per call,
+or that several kernels call: not a leaf of a few flops in a hot loop, which LLVM should inline.
+
+A caller loaded from Numba's cache in a later process holds no copy either, so the callee must be
+compiled (or loaded from the cache) and its symbol registered before the caller's machine code is
+loaded: the caller's compile result records a :class:`Load` of each callee, which Numba runs before
+it loads the caller (``reload_init``), and which a caller's own callers inherit when they link it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+from typing import Any, NamedTuple
+
+import llvmlite.binding as llvm
+from numba.core import cgutils, types
+from numba.extending import intrinsic
+
+
+def symbol(module: str, name: str, argtypes: tuple) -> str:
+    """The process-wide symbol of kernel ``module.name`` compiled for ``argtypes``: the same in every
+    process (unlike Numba's own names, which number functions in the order a process compiles them)."""
+    digest = hashlib.sha256(f"{module}.{name}{argtypes!r}".encode()).hexdigest()[:32]
+    return f"fastsm.{name}.{digest}"
+
+
+class Load(NamedTuple):
+    """Compile ``module.name`` for ``argtypes`` (or load it from the cache) and register its
+    :func:`symbol`; run before a caller compiled with :func:`call` is loaded from the cache.
+
+    ``restype`` is the return type the caller was compiled against: a callee that now returns
+    another type (its source changed, the caller's cached code did not) raises instead of being
+    called with the wrong layout."""
+
+    module: str
+    name: str
+    argtypes: tuple
+    restype: Any
+
+    def __call__(self) -> None:
+        kernel = getattr(importlib.import_module(self.module), self.name)
+        restype = register(kernel, self.argtypes)
+        if restype != self.restype:
+            raise RuntimeError(f"{self.module}.{self.name} now returns {restype}, but a kernel in Numba's cache was "
+                               f"compiled against {self.restype}: clear the cache (NUMBA_CACHE_DIR or the "
+                               "__pycache__ folders of fastsm)")
+
+
+def register(kernel: Any, argtypes: tuple) -> Any:
+    """Compile ``kernel`` for ``argtypes`` (a no-op if it is) and register its :func:`symbol` at its
+    native entry; returns its return type."""
+    kernel.compile(argtypes)
+    cres = kernel.overloads[argtypes]
+    address = cres.library.get_pointer_to_function(cres.fndesc.llvm_func_name)
+    llvm.add_symbol(symbol(kernel.py_func.__module__, kernel.py_func.__name__, argtypes), address)
+    return cres.signature.return_type
+
+
+@intrinsic
+def call(typingctx, kernel, *args):
+    """``kernel(*args)`` through ``kernel``'s :func:`symbol`: compiled once, not linked into the caller
+    (module docstring)."""
+    disp = kernel.dispatcher
+    argtypes = tuple(args)
+    # typed as a plain call first: compiled from here instead, the callee's own callees took 0.5 s more each
+    typingctx.resolve_function_type(kernel, argtypes, {})
+    restype = register(disp, argtypes)
+    fndesc = disp.overloads[argtypes].fndesc
+    module, name = disp.py_func.__module__, disp.py_func.__name__
+    load = Load(module, name, argtypes, restype)
+
+    def codegen(context, builder, sig, llargs):
+        fnty = context.call_conv.get_function_type(fndesc.restype, fndesc.argtypes)
+        fn = cgutils.get_or_insert_function(builder.module, fnty, symbol(module, name, argtypes))
+        context.active_code_library._reload_init.add(load)
+        values = cgutils.unpack_tuple(builder, llargs[1], len(argtypes))
+        status, result = context.call_conv.call_function(builder, fn, fndesc.restype, fndesc.argtypes, values)
+        with cgutils.if_unlikely(builder, status.is_error):
+            context.call_conv.return_status_propagate(builder, status)
+        return result
+
+    return restype(kernel, types.StarArgTuple.from_types(argtypes)), codegen
