@@ -30,21 +30,22 @@ on one thread (``benchmarks/tri_rows.py --solve``, BLAS time / row-loop time): 6
 ``N = 1000-2000`` 0.96-1.29, 16 rows 1.42-1.75, one or two rows 1.9-3.9; ``N = 200`` 0.98-1.10 from
 64 rows (docs/performance.md).
 
-The loops are compiled once, as two C functions (cached ``cfunc``s: :func:`rows4`, and the rows left
-over), that kernels call by symbol as they call LAPACK (:func:`rows_call`): compiled into every
-kernel that runs products, they cost the cold start several seconds (#54).
+The loops are compiled once, as two kernels (:func:`rows4`, and the rows left over, :func:`rows1`) that
+:func:`rows_call` calls by symbol (:func:`fastsm._kernels.shared.call`): compiled into every kernel that
+runs products, they cost the cold start several seconds; as C functions compiled at import (``cfunc``),
+2.3 s of every cold ``import fastsm`` (#54).
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
-import llvmlite.binding as llvm
 import numpy as np
-from numba import carray, cfunc, types
+from numba import carray
 
 from fastsm._kernels.linalg import ptr, shift
-from fastsm.config import FASTMATH_FLAGS, kernel
+from fastsm._kernels.shared import call
+from fastsm.config import kernel
 
 #: Rows of one group of :func:`rows4` (four-row sets sweeping ``S`` together).
 GROUP = 64
@@ -197,19 +198,14 @@ def _sweep1(a, r0, r1, r2, r3, z):
         z[i] = v
 
 
-#: The row loops' C functions: ``(X, ldx, m, S, n, P, ldp, mode)``, ``X`` and ``P`` of ``m`` rows with
-#: leading dimensions ``ldx`` and ``ldp``, ``S`` ``n × n``; ``mode`` bit 0 ``fwd``, bit 1 ``solve``.
-ROWS_SIG = types.void(types.CPointer(types.float64), types.int64, types.int64, types.CPointer(types.float64),
-                      types.int64, types.CPointer(types.float64), types.int64, types.int64)
-
-
-@cfunc(ROWS_SIG, cache=True, fastmath=set(FASTMATH_FLAGS), error_model="numpy")
+@kernel(internal=True)
 def rows4(x, ldx, m, s, n, p, ldp, mode):
     """``P[r, :n]`` for ``r < m`` (``m`` a multiple of four): row ``X[r, :n]`` times the lower triangle ``M``
     of ``S`` (``n × n``, symmetric storage): ``M x`` (``fwd``) or ``M^T x``; with ``solve`` ``M^-1 x`` or
-    ``M^-T x`` (:data:`ROWS_SIG`).  Four rows and four pivots per sweep, in groups of :data:`GROUP` rows
-    (module docstring).  The loops are the C function's own body: inlined into it from a kernel of
-    their own, their Numba IR was copied once more (0.25 s of a cold ``import fastsm``, #54)."""
+    ``M^-T x``; ``x``, ``s`` and ``p`` point to ``X[0, 0]``, ``S[0, 0]`` and ``P[0, 0]``, ``X`` and ``P`` of
+    leading dimensions ``ldx`` and ``ldp``, ``mode`` bit 0 ``fwd``, bit 1 ``solve``.  Four rows and four
+    pivots per sweep, in groups of :data:`GROUP` rows (module docstring).  The loops are the kernel's own
+    body: inlined into it from a kernel of their own, their Numba IR was copied once more (0.25 s, #54)."""
     X = carray(x, (m, ldx))
     S = carray(s, (n, n))
     P = carray(p, (m, ldp))
@@ -248,8 +244,9 @@ def rows4(x, ldx, m, s, n, p, ldp, mode):
             k += b
 
 
-@cfunc(ROWS_SIG, cache=True, fastmath=set(FASTMATH_FLAGS), error_model="numpy")
-def _row_c(x, ldx, m, s, n, p, ldp, mode):
+@kernel(internal=True)
+def rows1(x, ldx, m, s, n, p, ldp, mode):
+    """The rows of :func:`rows4` one by one (:func:`row_forward`, :func:`row_backward`): any ``m``."""
     S = carray(s, (n, n))
     X = carray(x, (m, ldx))
     P = carray(p, (m, ldp))
@@ -264,23 +261,16 @@ def _row_c(x, ldx, m, s, n, p, ldp, mode):
             row_backward(X[r, :n], y, S, solve)
 
 
-# registered before any kernel calling them is compiled or loaded from the cache (as the BLAS symbols)
-llvm.add_symbol("fastsm_rows4", rows4.address)
-llvm.add_symbol("fastsm_row", _row_c.address)
-_rows4_call = types.ExternalFunction("fastsm_rows4", ROWS_SIG)
-_row_call = types.ExternalFunction("fastsm_row", ROWS_SIG)
-
-
 @kernel(internal=True)
 def rows_call(x, ldx, m, s, n, p, ldp, mode):
-    """The products of ``m`` rows at ``x`` into ``p`` (the C functions' arguments): sets of four rows by
+    """The products of ``m`` rows at ``x`` into ``p`` (:func:`rows4`'s arguments): sets of four rows by
     :func:`rows4`, the rows left over one by one (:func:`row_forward`, :func:`row_backward`); every row gets
     the same operations either way."""
     m4 = m // 4 * 4
     if m4 > 0:
-        _rows4_call(x, ldx, m4, s, n, p, ldp, mode)
+        call(rows4, x, ldx, m4, s, n, p, ldp, mode)
     if m > m4:
-        _row_call(shift(x, m4 * ldx), ldx, m - m4, s, n, shift(p, m4 * ldp), ldp, mode)
+        call(rows1, shift(x, m4 * ldx), ldx, m - m4, s, n, shift(p, m4 * ldp), ldp, mode)
 
 
 class ProductPlan(NamedTuple):
