@@ -96,8 +96,9 @@ def predict_rows(fit, objs, batch, run, plan, stop):
     Runs, in one loop: SMTGP's KLTGP start (``KL_START``), the method's run, and for KLTGP and IKLTGP
     the certainty's SMTGP evaluation at ``Y`` (a run of no iteration).  One call site each of
     :func:`point_data`, :func:`supported_alternatives` and :func:`minimize_batch`, all three inlined:
-    Numba compiles a kernel of its own again, machine code and all, into every kernel that calls it
-    (docs/architecture.md).
+    linked, Numba would compile each again, machine code and all, into this kernel; called by symbol
+    (:func:`~fastsm._kernels.shared.call`, as their own large steps are) ``minimize_batch`` compiled no
+    faster (docs/architecture.md, docs/performance.md).
     """
     m, dy = batch.Y0.shape
     held = batch.held
