@@ -1,6 +1,12 @@
 """fastsm: Numba-compiled Sharma–Mittal twin Gaussian processes, SM divergences and GMM similarity."""
 
-from fastsm._threads import configure_threading_layer as _configure_threading_layer
+import numba as _numba
+
+if _numba.config.DISABLE_JIT:
+    raise ImportError("fastsm's kernels need Numba's compiler, and NUMBA_DISABLE_JIT=1 turns it off (their LAPACK "
+                      "bindings and calls between kernels have no pure-Python form): unset NUMBA_DISABLE_JIT")
+
+from fastsm._threads import configure_threading_layer as _configure_threading_layer  # noqa: E402
 
 _configure_threading_layer()  # before any parallel kernel runs: TBB, else workqueue (never GNU OpenMP)
 

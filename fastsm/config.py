@@ -9,10 +9,13 @@ silently escaped in other projects (see umap's history).
 
 from __future__ import annotations
 
+import functools
+import warnings
 from typing import Any
 
 import numba
-from numba.core.registry import CPUDispatcher
+
+from fastsm._cache import InternalKernel, Kernel
 
 #: LLVM fast-math flags used by every kernel: ``nsz`` only.  Every flag that lets LLVM choose
 #: the rounding — ``arcp`` (``a / b`` -> ``a * (1 / b)``), ``reassoc`` (reordered, vectorised
@@ -140,15 +143,6 @@ PRANGE_ONLY: dict[str, bool] = {
 }
 
 
-class InternalKernel(CPUDispatcher):
-    """A kernel compiled without a CPython wrapper (:func:`kernel` with ``internal=True``): only other
-    kernels call it, and a call from Python raises instead of jumping to a wrapper that is not there."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        raise TypeError(f"{self.py_func.__qualname__} is an internal kernel (compiled without a CPython "
-                        "wrapper): call it from a kernel")
-
-
 def kernel(*, parallel: bool = False, inline: bool = False, internal: bool = False):
     """Decorator factory: ``numba.njit`` with the project's flags.
 
@@ -175,22 +169,28 @@ def kernel(*, parallel: bool = False, inline: bool = False, internal: bool = Fal
     # list ``no_cfunc_wrapper``: no kernel is passed as a first-class function, and the C wrapper of
     # each kernel cost about 0.4 s of the scikit-learn estimator's first fit with an empty cache
     options: dict[str, Any] = {"parallel": dict(PRANGE_ONLY) if parallel else False, "no_cfunc_wrapper": True,
-                               "no_cpython_wrapper": internal}
-    jit = numba.njit(
-        cache=True,
-        inline="always" if inline else "never",
-        fastmath=set(FASTMATH_FLAGS),
-        nogil=True,
-        error_model="numpy",
-        **options,
-    )
-    if not internal:
-        return jit
+                               "no_cpython_wrapper": internal, "inline": "always" if inline else "never",
+                               "fastmath": set(FASTMATH_FLAGS), "nogil": True, "error_model": "numpy"}
 
-    def internal_kernel(fn):
-        disp = jit(fn)
-        # Numba's dispatcher as it is, but for the Python call: the class has no state of its own
-        disp.__class__ = InternalKernel
+    def compile_kernel(fn):
+        disp = numba.njit(**options)(fn)
+        # Numba's dispatcher with fastsm's cache (fastsm._cache); the classes hold no state of their own
+        disp.__class__ = InternalKernel if internal else Kernel
+        try:
+            disp.enable_caching()  # what cache=True does
+        except RuntimeError as err:  # no writable cache folder: "cannot cache function ...: no locator available"
+            if "no locator available" not in str(err):
+                raise
+            uncached_warning()
         return disp
 
-    return internal_kernel
+    return compile_kernel
+
+
+@functools.cache
+def uncached_warning() -> None:
+    """Warn once per process that the kernels compile in memory only."""
+    warnings.warn("fastsm's kernels cannot be cached: Numba finds no writable folder next to the package or in "
+                  "the user's cache folder, so every process compiles them again (about 16 s before the first "
+                  "prediction). Set NUMBA_CACHE_DIR to a writable folder to cache them.", RuntimeWarning,
+                  stacklevel=4)

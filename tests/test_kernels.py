@@ -206,8 +206,8 @@ def test_tiled_dgemm_matches_numpy(rng, b):
 def test_an_internal_kernel_called_from_python_raises_a_type_error():
     """A kernel compiled without a CPython wrapper (``kernel(internal=True)``, #54) is called from
     kernels only; from Python it raises instead of jumping to a wrapper that is not there."""
+    from fastsm._cache import InternalKernel
     from fastsm._kernels.linalg import forward_solve
-    from fastsm.config import InternalKernel
 
     assert isinstance(forward_solve, InternalKernel)
     with pytest.raises(TypeError, match="internal kernel"):

@@ -4,16 +4,19 @@ and found again by a caller loaded from Numba's cache (#54)."""
 from __future__ import annotations
 
 import os
+import pickle
 import re
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
 from numba.core import types
 
-from fastsm._kernels.shared import Load, symbol
+from fastsm._cache import StaleEntry, symbol
+from fastsm._kernels.shared import Load
 
 MODULE = textwrap.dedent("""
     import numpy as np
@@ -36,6 +39,11 @@ MODULE = textwrap.dedent("""
     @kernel()
     def scaled_total(X, s):
         return call(scaled_rows, X, s).sum()
+
+
+    @kernel()
+    def outer(X, s):
+        return 2.0 * scaled_total(X, s)  # links scaled_total, and so declares scaled_rows' symbol
 """)
 
 RUN = textwrap.dedent("""
@@ -43,9 +51,10 @@ RUN = textwrap.dedent("""
     import numpy as np
     import shared_example as ex
     X = np.arange(12.0).reshape(4, 3)
-    total = ex.scaled_total(X, np.array([1.0, 0.5, 0.25, 2.0]))
+    entry = getattr(ex, sys.argv[1] if len(sys.argv) > 1 else "scaled_total")
+    total = entry(X, np.array([1.0, 0.5, 0.25, 2.0]))
     stats = lambda k: (sum(k.stats.cache_hits.values()), sum(k.stats.cache_misses.values()))
-    print(repr(total), *stats(ex.scaled_total), *stats(ex.scaled_rows))
+    print(repr(total), *stats(entry), *stats(ex.scaled_rows))
 """)
 
 EXPECTED = float((np.arange(12.0).reshape(4, 3) * np.array([1.0, 0.5, 0.25, 2.0])[:, None]).sum())
@@ -62,12 +71,12 @@ def example(tmp_path, monkeypatch):
     return tmp_path, shared_example
 
 
-def _process(folder, env) -> tuple[float, int, int, int, int]:
+def _process(folder, env, entry="scaled_total") -> tuple[float, int, int, int, int]:
     """``(total, caller's cache hits, caller's compiles, callee's cache hits, callee's compiles)`` of a fresh
-    process."""
+    process calling ``entry``."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    run = subprocess.run([sys.executable, "-c", RUN], capture_output=True, text=True, timeout=600, cwd=folder,
-                         env=dict(env, PYTHONPATH=os.pathsep.join([str(folder), root])))
+    run = subprocess.run([sys.executable, "-c", RUN, entry], capture_output=True, text=True, timeout=600,
+                         cwd=folder, env=dict(env, PYTHONPATH=os.pathsep.join([str(folder), root])))
     assert run.returncode == 0, run.stderr[-2000:]
     total, *counts = run.stdout.split()
     return (float(total), *map(int, counts))  # type: ignore[return-value]
@@ -111,5 +120,55 @@ def test_a_callee_returning_another_type_is_refused(example):
     ex.scaled_total(X, np.ones(4))
     argtypes = next(iter(ex.scaled_rows.overloads))
     Load("shared_example", "scaled_rows", argtypes, ex.scaled_rows.overloads[argtypes].signature.return_type)()
-    with pytest.raises(RuntimeError, match="clear the cache"):
+    with pytest.raises(StaleEntry, match="compiled again"):
         Load("shared_example", "scaled_rows", argtypes, types.float64)()
+
+
+def test_a_kernel_linking_a_cached_caller_inherits_its_loads(example, tmp_path):
+    """#67: ``outer`` compiled in a process that loaded ``scaled_total`` from the cache links code that declares
+    ``scaled_rows``' symbol; cached without ``scaled_rows``' Load, a third process loading ``outer`` died
+    (SIGSEGV, or LLVM's "Symbol not found" abort) on 8cc7b4a."""
+    folder, _ = example
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"))
+    assert _process(folder, env) == (EXPECTED, 0, 1, 0, 1)
+    assert _process(folder, env, "outer") == (2 * EXPECTED, 0, 1, 1, 0)
+    assert _process(folder, env, "outer") == (2 * EXPECTED, 1, 0, 1, 0)
+
+
+def _rewrite_entries(cache: Path, pattern: str, edit) -> int:
+    """Apply ``edit`` to the payload of every Numba data file matching ``pattern``; returns how many."""
+    files = sorted(cache.rglob(pattern))
+    for path in files:
+        path.write_bytes(pickle.dumps(edit(pickle.loads(path.read_bytes())), protocol=-1))
+    return len(files)
+
+
+def test_an_entry_without_its_loads_is_compiled_again(example, tmp_path):
+    """A cache entry whose code declares a symbol none of its Loads registers (as 8cc7b4a wrote them) is a cache
+    miss: compiled again and replaced, never handed to LLVM's linker."""
+    folder, _ = example
+    cache = tmp_path / "numba"
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache))
+    _process(folder, env, "outer")
+    assert _rewrite_entries(cache, "*outer*.nbc", lambda p: (*p[:7], [], *p[8:])) == 1
+    assert _process(folder, env, "outer") == (2 * EXPECTED, 0, 1, 1, 0)
+    assert _process(folder, env, "outer") == (2 * EXPECTED, 1, 0, 1, 0)
+
+
+def test_a_data_file_of_another_signature_is_a_miss(example, tmp_path):
+    """Two processes compiling two signatures of one kernel at once can leave Numba's index naming the other
+    one's data file: such an entry is compiled again, not called with the wrong types."""
+    folder, _ = example
+    cache = tmp_path / "numba"
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache))
+    _process(folder, env)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    run = subprocess.run([sys.executable, "-c", "import numpy as np, shared_example as ex; "
+                          "ex.scaled_total(np.ones((2, 2), dtype=np.float32), np.ones(2, dtype=np.float32))"],
+                         cwd=folder, env=dict(env, PYTHONPATH=os.pathsep.join([str(folder), root])), timeout=600)
+    assert run.returncode == 0
+    first, second = sorted(cache.rglob("*scaled_total*.nbc"))
+    a, b = first.read_bytes(), second.read_bytes()
+    first.write_bytes(b)
+    second.write_bytes(a)
+    assert _process(folder, env) == (EXPECTED, 0, 1, 1, 0)

@@ -17,12 +17,13 @@ or that several kernels call: not a leaf of a few flops in a hot loop, which LLV
 A caller loaded from Numba's cache in a later process holds no copy either, so the callee must be
 compiled (or loaded from the cache) and its symbol registered before the caller's machine code is
 loaded: the caller's compile result records a :class:`Load` of each callee, which Numba runs before
-it loads the caller (``reload_init``), and which a caller's own callers inherit when they link it.
+it loads the caller (``reload_init``), and which a caller's own callers inherit when they link it,
+whether they compiled it or loaded it from the cache (:mod:`fastsm._cache`, which also refuses a
+cached result whose code declares a symbol that none of its ``Load`` entries registers).
 """
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 from typing import Any, NamedTuple
 
@@ -30,12 +31,7 @@ import llvmlite.binding as llvm
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
-
-def symbol(module: str, name: str, argtypes: tuple) -> str:
-    """The process-wide symbol of kernel ``module.name`` compiled for ``argtypes``: the same in every
-    process (unlike Numba's own names, which number functions in the order a process compiles them)."""
-    digest = hashlib.sha256(f"{module}.{name}{argtypes!r}".encode()).hexdigest()[:32]
-    return f"fastsm.{name}.{digest}"
+from fastsm._cache import StaleEntry, symbol
 
 
 class Load(NamedTuple):
@@ -43,21 +39,26 @@ class Load(NamedTuple):
     :func:`symbol`; run before a caller compiled with :func:`call` is loaded from the cache.
 
     ``restype`` is the return type the caller was compiled against: a callee that now returns
-    another type (its source changed, the caller's cached code did not) raises instead of being
-    called with the wrong layout."""
+    another type (its source changed, the caller's cached code did not) raises
+    :class:`~fastsm._cache.StaleEntry` instead of being called with the wrong layout, and the cache
+    compiles the caller again."""
 
     module: str
     name: str
     argtypes: tuple
     restype: Any
 
+    @property
+    def symbol(self) -> str:
+        """The symbol this registers."""
+        return symbol(self.module, self.name, self.argtypes)
+
     def __call__(self) -> None:
         kernel = getattr(importlib.import_module(self.module), self.name)
         restype = register(kernel, self.argtypes)
         if restype != self.restype:
-            raise RuntimeError(f"{self.module}.{self.name} now returns {restype}, but a kernel in Numba's cache was "
-                               f"compiled against {self.restype}: clear the cache (NUMBA_CACHE_DIR or the "
-                               "__pycache__ folders of fastsm)")
+            raise StaleEntry(f"{self.module}.{self.name} now returns {restype}, but a kernel in Numba's cache was "
+                             f"compiled against {self.restype}: that kernel is compiled again")
 
 
 def register(kernel: Any, argtypes: tuple) -> Any:
@@ -66,6 +67,8 @@ def register(kernel: Any, argtypes: tuple) -> Any:
     kernel.compile(argtypes)
     cres = kernel.overloads[argtypes]
     address = cres.library.get_pointer_to_function(cres.fndesc.llvm_func_name)
+    if not address:
+        raise RuntimeError(f"{kernel.py_func.__qualname__}{argtypes} has no native entry to register")
     llvm.add_symbol(symbol(kernel.py_func.__module__, kernel.py_func.__name__, argtypes), address)
     return cres.signature.return_type
 
