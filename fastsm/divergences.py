@@ -74,11 +74,11 @@ def _chunks(views, batch, n):
     """``(start, stop, [mp, Sp, mq, Sq])`` with contiguous chunk arrays of at most CHUNK pairs."""
     for s in range(0, n, CHUNK):
         e = min(n, s + CHUNK)
-        if len(batch) == 0:
-            idx = ()
+        if len(batch) == 0:  # one pair: a copy, writable as the gathered chunks are (one kernel signature for both)
+            yield s, e, [v.reshape((1,) + v.shape).copy() for v in views]
         else:
             idx = np.unravel_index(np.arange(s, e), batch)
-        yield s, e, [np.ascontiguousarray(v[idx]).reshape((e - s,) + v.shape[len(batch):]) for v in views]
+            yield s, e, [np.ascontiguousarray(v[idx]).reshape((e - s,) + v.shape[len(batch):]) for v in views]
 
 
 def _raise_status(status, s, batch):

@@ -16,6 +16,9 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
+import pytest
+
 CODE = textwrap.dedent("""
     import hashlib
     import sys
@@ -61,6 +64,9 @@ CODE = textwrap.dedent("""
 """)
 
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
 def _process(env: dict) -> tuple[str, int, int]:
     """The digest and cache counts of a fresh process."""
     run = subprocess.run([sys.executable, "-c", CODE + "\nh = digest()\nprint(h, *cache_counts())"],
@@ -77,7 +83,7 @@ def test_a_cold_and_a_warm_process_agree(tmp_path):
     3.6e-4 between the first process (compiling) and the next (cache), see ``fastsm.config``.  The KLIEP
     polish with its step-and-renormalise as a kernel of its own (not inlined) differed by 1e-13.
     """
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = ROOT
     here: dict = {}
     exec(compile(CODE, "cold_warm", "exec"), here)
     h_here = here["digest"]()
@@ -94,3 +100,35 @@ def test_a_cold_and_a_warm_process_agree(tmp_path):
     assert loaded_cold == 0 and compiled_cold > 0
     assert compiled_warm == 0 and loaded_warm > 0
     assert h_cold == h_warm == h_here
+
+
+UNCACHED = textwrap.dedent("""
+    import warnings
+    from numba.core import caching
+    (getattr(caching, "CacheImpl", None) or caching._CacheImpl)._locator_classes = []  # a read-only install
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        import numpy as np
+        from fastsm import divergences
+        value = divergences.kl(np.zeros(2), np.eye(2), np.ones(2), 2 * np.eye(2))
+    ours = [str(w.message) for w in caught if "NUMBA_CACHE_DIR" in str(w.message)]
+    print(len(ours), repr(value))
+""")
+
+
+def test_a_read_only_install_works_uncached_and_warns_once():
+    """No writable cache folder (#67: ``import fastsm`` raised Numba's "no locator available"): the kernels compile
+    in memory, and one warning names the remedy."""
+    run = subprocess.run([sys.executable, "-c", UNCACHED], capture_output=True, text=True, timeout=600,
+                         env=dict(os.environ, PYTHONPATH=ROOT))
+    assert run.returncode == 0, run.stderr[-2000:]
+    count, value = run.stdout.split()
+    # KL(N(0, I) || N(1, 2I)) in d = 2: (tr + Mahalanobis - d + log det ratio) / 2 = (1 + 1 - 2 + 2 log 2) / 2
+    assert (int(count), float(value)) == (1, pytest.approx(np.log(2.0), rel=1e-12))
+
+
+def test_disabled_jit_is_a_clear_error():
+    run = subprocess.run([sys.executable, "-c", "import fastsm"], capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, PYTHONPATH=ROOT, NUMBA_DISABLE_JIT="1"))
+    assert run.returncode != 0
+    assert "ImportError: fastsm's kernels need Numba's compiler, and NUMBA_DISABLE_JIT=1" in run.stderr

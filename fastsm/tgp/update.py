@@ -282,8 +282,9 @@ def with_alpha(model: TGPModel, alpha: float, beta: float | None = None) -> TGPM
         with thread_limits(None):
             w = model.sample_weight
             gx, gy = p.widths()
-            Kxy = ((1.0 - p.alpha) * weighted_gram(model.X, gx, p.lambda_x, w)
-                   + p.alpha * weighted_gram(model.Y, gy, p.lambda_y, w))
+            # writable copies of the model's read-only arrays: the Gram kernels' signature of a fit (no second one)
+            Kxy = ((1.0 - p.alpha) * weighted_gram(model.X.copy(), gx, p.lambda_x, w)
+                   + p.alpha * weighted_gram(model.Y.copy(), gy, p.lambda_y, w))
             Wxy, ld = spd_cholesky(Kxy, "K_XY", remedy("lambda_x or lambda_y", min(p.lambda_x, p.lambda_y), w))
         parts_xy = {"Wxy": Wxy, "logdet_xy": ld}
     parts = {name: getattr(model, name) for name in MODEL_PARTS}
