@@ -39,7 +39,8 @@ from threadpoolctl import ThreadpoolController
 from fastsm._layer import configure_threading_layer, launch_in_main_thread, parallel_initialized, threading_layer
 
 __all__ = ["configure_threading_layer", "threading_layer", "resolve_threads", "thread_limits", "Compute",
-           "worker_pool", "run_chunks", "chunk_bounds", "stop_requested", "pool_stop", "remember_thread",
+           "worker_pool", "run_chunks", "chunk_bounds", "stop_requested", "check_stop", "Stopped", "pool_stop",
+           "remember_thread",
            "await_ended_threads"]
 
 def resolve_threads(threads: int | None) -> int:
@@ -270,6 +271,17 @@ def stop_requested() -> bool:
     """Whether this thread's :func:`worker_pool` was told to stop (its block ended by an exception)."""
     stop = getattr(_POOL, "stop", None)
     return stop is not None and bool(stop[0])
+
+
+class Stopped(Exception):
+    """Raised by :func:`check_stop` in a :func:`worker_pool` thread told to stop: its work is abandoned."""
+
+
+def check_stop() -> None:
+    """Raise :class:`Stopped` if :func:`stop_requested`: between the stages of long work on a pool's thread (a
+    factorisation of a shared local model), so Ctrl-C does not wait for the rest of it."""
+    if stop_requested():
+        raise Stopped
 
 
 def _pool_thread_start(stop: np.ndarray) -> None:

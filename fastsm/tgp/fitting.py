@@ -34,7 +34,7 @@ from fastsm._kernels.rbf import rbf_gram
 from fastsm._kernels.ridge import ridge_start
 from fastsm._lapack import triangular_inverse
 from fastsm._memory import FIT_MATRICES, FIT_MATRICES_WITHOUT_IKL, check_memory
-from fastsm._threads import resolve_threads, thread_limits, worker_pool
+from fastsm._threads import check_stop, resolve_threads, thread_limits, worker_pool
 from fastsm._validation import as_2d, as_float_array
 from fastsm._warn import warn
 from fastsm.tgp.params import TGPParams
@@ -228,6 +228,7 @@ def factorize(X: np.ndarray, Y: np.ndarray, params, methods: tuple[str, ...], th
                 Kx, Ky = pool.map(lambda g: weighted_gram(g[0], g[1], g[2], sample_weight), grams)
         else:
             Kx, Ky = (weighted_gram(g[0], g[1], g[2], sample_weight) for g in grams)
+        check_stop()  # on a worker_pool thread told to stop (Ctrl-C in a local prediction): here and below
         Kxy = (1.0 - p.alpha) * Kx + p.alpha * Ky
         w = sample_weight
         jobs = [(Kx, "K_X", remedy("lambda_x", p.lambda_x, w)),
@@ -239,8 +240,9 @@ def factorize(X: np.ndarray, Y: np.ndarray, params, methods: tuple[str, ...], th
             with worker_pool(workers, "fastsm-fit") as pool:
                 fx, fy, fxy = pool.map(lambda j: spd_cholesky(*j), jobs)
         else:
-            fx, fy, fxy = (spd_cholesky(*j) for j in jobs)
-        G = ikl_factor_cholesky(fy[0], fx[0]) if "ikl" in methods else None
+            fx, fy, fxy = (_checked(spd_cholesky, *j) for j in jobs)
+        G = _checked(ikl_factor_cholesky, fy[0], fx[0]) if "ikl" in methods else None
+        check_stop()
         coef = ridge(X, Y, sample_weight)
     spread = output_spread(Y)
     return {
@@ -248,6 +250,11 @@ def factorize(X: np.ndarray, Y: np.ndarray, params, methods: tuple[str, ...], th
         "logdet_x": fx[1], "logdet_y": fy[1], "logdet_xy": fxy[1],
         "y_spread": spread, "ridge_coef": coef, "factor_form": "cholesky",
     }
+
+
+def _checked(step, *args):
+    check_stop()
+    return step(*args)
 
 
 def spd_cholesky(K: np.ndarray, name: str, remedy: str) -> tuple[np.ndarray, float]:

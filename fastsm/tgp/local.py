@@ -54,7 +54,7 @@ from fastsm._kernels.predict import GIVEN, Run
 from fastsm._kernels.tri_rows import SOLVE_PLAN
 from fastsm._memory import FIT_MATRICES, check_memory
 from fastsm._progress import Progress
-from fastsm._threads import resolve_threads, stop_requested, thread_limits, worker_pool
+from fastsm._threads import Stopped, resolve_threads, stop_requested, thread_limits, worker_pool
 from fastsm._validation import as_2d, check_choice, check_int
 from fastsm.tgp import regions as _regions
 from fastsm.tgp.fitting import MIN_PIVOT, check_training, own_factorisation
@@ -227,10 +227,13 @@ def predict_local(model: LocalTGPModel, X, opts: PredictOptions) -> Prediction:
         rows, members = group
         if stop_requested():  # Ctrl-C: the groups in flight end at their next stage
             return 0
-        if model.share == "region":  # members: the region
-            sub = shared_model(model, members, methods)
-        else:
-            sub = fit_members(model, members, methods)
+        try:
+            if model.share == "region":  # members: the region
+                sub = shared_model(model, members, methods)
+            else:
+                sub = fit_members(model, members, methods)
+        except Stopped:  # its factorisation, abandoned between stages
+            return 0
         if stop_requested():
             return 0
         if model.share != "cluster":  # a region model from the cache: the row-loop choice is not packed
