@@ -2,7 +2,7 @@
 
 import numba as _numba
 
-if _numba.config.DISABLE_JIT:
+if _numba.config.DISABLE_JIT:  # type: ignore[attr-defined]
     raise ImportError("fastsm's kernels need Numba's compiler, and NUMBA_DISABLE_JIT=1 turns it off (their LAPACK "
                       "bindings and calls between kernels have no pure-Python form): unset NUMBA_DISABLE_JIT")
 

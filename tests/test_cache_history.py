@@ -2,7 +2,8 @@
 
 Deselected by default (minutes: every history starts from an empty cache); CI runs them as a step of
 their own: ``python -m pytest -m history``.  ``FASTSM_HISTORY_SEED`` fixes the random orders (the seed
-is printed with every failure).
+is printed with every failure), ``FASTSM_HISTORIES`` runs that many random histories (default 1), and
+``FASTSM_KILL_AFTER`` lists the seconds after which a compiling process is killed (default ``6``).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def test_recipe_region_after_kl_ikl_and_knn(tmp_path):
         _check(results, name, run(name, tmp_path))
 
 
-@pytest.mark.parametrize("history", range(2))
+@pytest.mark.parametrize("history", range(int(os.environ.get("FASTSM_HISTORIES", "1"))))
 def test_random_orders_of_workloads(tmp_path, history):
     """Every workload in a random order, then all of them again in another order, one process each: every process
     ends well and agrees with the workload's earlier runs."""
@@ -67,10 +68,10 @@ def test_first_calls_of_processes_started_together(tmp_path):
 
 
 def test_a_process_killed_while_compiling(tmp_path):
-    """A process killed early in its first compile and one killed late (each on an empty cache of its own), then
-    normal processes on the cache it left."""
+    """A process killed during its first compile (``FASTSM_KILL_AFTER`` seconds in, each on an empty cache of its
+    own; default 6), then normal processes on the cache it left."""
     results: dict = {}
-    for after in (4.0, 11.0):
+    for after in map(float, os.environ.get("FASTSM_KILL_AFTER", "6").split(",")):
         cache = tmp_path / f"after{after:g}"
         assert killed_while_compiling("region_sm", cache, after) == -9
         _check(results, "region_sm", run("region_sm", cache))
