@@ -44,7 +44,7 @@ from numba.core.sigutils import normalize_signature
 #: Prefix of the symbols of kernels called by symbol.
 SYMBOL_PREFIX = "fastsm."
 
-_SYMBOL = re.compile(rb"fastsm\.[A-Za-z_][A-Za-z0-9_]*\.[0-9a-f]{32}")
+_SYMBOL = re.compile(re.escape(SYMBOL_PREFIX.encode()) + rb"[A-Za-z_][A-Za-z0-9_]*\.[0-9a-f]{32}")
 
 
 def symbol(module: str, name: str, argtypes: tuple) -> str:

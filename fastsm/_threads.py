@@ -40,8 +40,7 @@ from fastsm._layer import configure_threading_layer, launch_in_main_thread, para
 
 __all__ = ["configure_threading_layer", "threading_layer", "resolve_threads", "thread_limits", "Compute",
            "worker_pool", "run_chunks", "chunk_bounds", "stop_requested", "check_stop", "Stopped", "pool_stop",
-           "remember_thread",
-           "await_ended_threads"]
+           "remember_thread", "await_ended_threads"]
 
 def resolve_threads(threads: int | None) -> int:
     """Number of threads to use; ``None`` means all Numba threads."""
