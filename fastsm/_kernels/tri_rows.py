@@ -43,6 +43,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import carray
 
+from fastsm._kernels.fma import msub
 from fastsm._kernels.linalg import ptr, shift
 from fastsm._kernels.shared import call
 from fastsm.config import kernel
@@ -75,10 +76,10 @@ def _sweep4(P, r, S, p0, step, c, lo, hi):
     e0, e1, e2, e3 = c[3, 0], c[3, 1], c[3, 2], c[3, 3]
     for i in range(hi - lo):
         w0, w1, w2, w3 = s0[i], s1[i], s2[i], s3[i]
-        z0[i] = z0[i] - a0 * w0 - a1 * w1 - a2 * w2 - a3 * w3
-        z1[i] = z1[i] - b0 * w0 - b1 * w1 - b2 * w2 - b3 * w3
-        z2[i] = z2[i] - d0 * w0 - d1 * w1 - d2 * w2 - d3 * w3
-        z3[i] = z3[i] - e0 * w0 - e1 * w1 - e2 * w2 - e3 * w3
+        z0[i] = msub(msub(msub(msub(z0[i], a0, w0), a1, w1), a2, w2), a3, w3)
+        z1[i] = msub(msub(msub(msub(z1[i], b0, w0), b1, w1), b2, w2), b3, w3)
+        z2[i] = msub(msub(msub(msub(z2[i], d0, w0), d1, w1), d2, w2), d3, w3)
+        z3[i] = msub(msub(msub(msub(z3[i], e0, w0), e1, w1), e2, w2), e3, w3)
 
 
 @kernel(internal=True)
@@ -90,7 +91,7 @@ def _pivot(y, x, diag, solve):
         a = y * (1.0 / diag)
         return a, a
     a = -x
-    return a, y - a * diag
+    return a, msub(y, a, diag)
 
 
 @kernel(inline=True)
@@ -101,28 +102,28 @@ def _block4(P, X, r, S, p0, step, solve, c):
     y0, y1, y2, y3 = P[r, p0], P[r, p1], P[r, p2], P[r, p3]
     if solve:
         a0 = y0 * (1.0 / S[p0, p0])
-        y1 = y1 - a0 * S[p0, p1]
-        y2 = y2 - a0 * S[p0, p2]
-        y3 = y3 - a0 * S[p0, p3]
+        y1 = msub(y1, a0, S[p0, p1])
+        y2 = msub(y2, a0, S[p0, p2])
+        y3 = msub(y3, a0, S[p0, p3])
         a1 = y1 * (1.0 / S[p1, p1])
-        y2 = y2 - a1 * S[p1, p2]
-        y3 = y3 - a1 * S[p1, p3]
+        y2 = msub(y2, a1, S[p1, p2])
+        y3 = msub(y3, a1, S[p1, p3])
         a2 = y2 * (1.0 / S[p2, p2])
-        y3 = y3 - a2 * S[p2, p3]
+        y3 = msub(y3, a2, S[p2, p3])
         a3 = y3 * (1.0 / S[p3, p3])
         y0, y1, y2, y3 = a0, a1, a2, a3
     else:
         a0, a1, a2, a3 = -X[r, p0], -X[r, p1], -X[r, p2], -X[r, p3]
-        y0 = y0 - a0 * S[p0, p0]
-        y1 = y1 - a0 * S[p0, p1]
-        y2 = y2 - a0 * S[p0, p2]
-        y3 = y3 - a0 * S[p0, p3]
-        y1 = y1 - a1 * S[p1, p1]
-        y2 = y2 - a1 * S[p1, p2]
-        y3 = y3 - a1 * S[p1, p3]
-        y2 = y2 - a2 * S[p2, p2]
-        y3 = y3 - a2 * S[p2, p3]
-        y3 = y3 - a3 * S[p3, p3]
+        y0 = msub(y0, a0, S[p0, p0])
+        y1 = msub(y1, a0, S[p0, p1])
+        y2 = msub(y2, a0, S[p0, p2])
+        y3 = msub(y3, a0, S[p0, p3])
+        y1 = msub(y1, a1, S[p1, p1])
+        y2 = msub(y2, a1, S[p1, p2])
+        y3 = msub(y3, a1, S[p1, p3])
+        y2 = msub(y2, a2, S[p2, p2])
+        y3 = msub(y3, a2, S[p2, p3])
+        y3 = msub(y3, a3, S[p3, p3])
     P[r, p0], P[r, p1], P[r, p2], P[r, p3] = y0, y1, y2, y3
     c[0], c[1], c[2], c[3] = a0, a1, a2, a3
 
@@ -135,14 +136,14 @@ def row_forward(x, y, S, solve):
     j = 0
     while j + 4 <= n:
         a0, y0 = _pivot(y[j], x[j], S[j, j], solve)
-        y1 = y[j + 1] - a0 * S[j, j + 1]
-        y2 = y[j + 2] - a0 * S[j, j + 2]
-        y3 = y[j + 3] - a0 * S[j, j + 3]
+        y1 = msub(y[j + 1], a0, S[j, j + 1])
+        y2 = msub(y[j + 2], a0, S[j, j + 2])
+        y3 = msub(y[j + 3], a0, S[j, j + 3])
         a1, y1 = _pivot(y1, x[j + 1], S[j + 1, j + 1], solve)
-        y2 = y2 - a1 * S[j + 1, j + 2]
-        y3 = y3 - a1 * S[j + 1, j + 3]
+        y2 = msub(y2, a1, S[j + 1, j + 2])
+        y3 = msub(y3, a1, S[j + 1, j + 3])
         a2, y2 = _pivot(y2, x[j + 2], S[j + 2, j + 2], solve)
-        y3 = y3 - a2 * S[j + 2, j + 3]
+        y3 = msub(y3, a2, S[j + 2, j + 3])
         a3, y3 = _pivot(y3, x[j + 3], S[j + 3, j + 3], solve)
         y[j], y[j + 1], y[j + 2], y[j + 3] = y0, y1, y2, y3
         _sweep1((a0, a1, a2, a3), S[j, j + 4:], S[j + 1, j + 4:], S[j + 2, j + 4:], S[j + 3, j + 4:], y[j + 4:])
@@ -152,7 +153,7 @@ def row_forward(x, y, S, solve):
         col = S[j, j + 1:]
         tail = y[j + 1:]
         for i in range(n - j - 1):
-            tail[i] -= a * col[i]
+            tail[i] = msub(tail[i], a, col[i])
         j += 1
 
 
@@ -164,14 +165,14 @@ def row_backward(x, y, S, solve):
     i = n - 1
     while i + 1 >= 4:
         a0, y0 = _pivot(y[i], x[i], S[i, i], solve)
-        y1 = y[i - 1] - a0 * S[i, i - 1]
-        y2 = y[i - 2] - a0 * S[i, i - 2]
-        y3 = y[i - 3] - a0 * S[i, i - 3]
+        y1 = msub(y[i - 1], a0, S[i, i - 1])
+        y2 = msub(y[i - 2], a0, S[i, i - 2])
+        y3 = msub(y[i - 3], a0, S[i, i - 3])
         a1, y1 = _pivot(y1, x[i - 1], S[i - 1, i - 1], solve)
-        y2 = y2 - a1 * S[i - 1, i - 2]
-        y3 = y3 - a1 * S[i - 1, i - 3]
+        y2 = msub(y2, a1, S[i - 1, i - 2])
+        y3 = msub(y3, a1, S[i - 1, i - 3])
         a2, y2 = _pivot(y2, x[i - 2], S[i - 2, i - 2], solve)
-        y3 = y3 - a2 * S[i - 2, i - 3]
+        y3 = msub(y3, a2, S[i - 2, i - 3])
         a3, y3 = _pivot(y3, x[i - 3], S[i - 3, i - 3], solve)
         y[i], y[i - 1], y[i - 2], y[i - 3] = y0, y1, y2, y3
         h = i - 3
@@ -181,7 +182,7 @@ def row_backward(x, y, S, solve):
         a, y[i] = _pivot(y[i], x[i], S[i, i], solve)
         row = S[i, :i]
         for j in range(i):
-            y[j] -= a * row[j]
+            y[j] = msub(y[j], a, row[j])
         i -= 1
 
 
@@ -190,12 +191,7 @@ def _sweep1(a, r0, r1, r2, r3, z):
     """``z[i] -= a[0] r0[i]``, then ``a[1] r1[i]``, ``a[2] r2[i]``, ``a[3] r3[i]``, for every ``i``."""
     a0, a1, a2, a3 = a
     for i in range(z.shape[0]):
-        v = z[i]
-        v -= a0 * r0[i]
-        v -= a1 * r1[i]
-        v -= a2 * r2[i]
-        v -= a3 * r3[i]
-        z[i] = v
+        z[i] = msub(msub(msub(msub(z[i], a0, r0[i]), a1, r1[i]), a2, r2[i]), a3, r3[i])
 
 
 @kernel(internal=True)
@@ -237,10 +233,10 @@ def rows4(x, ldx, m, s, n, p, ldp, mode):
                             P[r + q, p] = a
                         else:
                             a = -X[r + q, p]
-                            P[r + q, p] -= a * d
+                            P[r + q, p] = msub(P[r + q, p], a, d)
                         for u in range(t + 1, b):
                             pu = p0 + u * step
-                            P[r + q, pu] -= a * S[p, pu]
+                            P[r + q, pu] = msub(P[r + q, pu], a, S[p, pu])
             k += b
 
 

@@ -46,7 +46,7 @@ def best_of(fn, repeat: int = 3, budget: float = 0.3) -> float:
 
 class BatchedObjective:
     """One batched SMTGP evaluation (value + gradient) of B points: 4 N^2 flops per point (four triangular
-    products of N^2 flops each)."""
+    products of N^2 flops each), its rows split over the threads as a prediction's points are."""
 
     def __init__(self, model, X, Y, method: str = "sm"):
         self.model, self.Y, self.method = model, Y, method
@@ -63,8 +63,8 @@ class BatchedObjective:
     def __call__(self, threads: int | None = None):
         from fastsm._threads import thread_limits
 
-        with thread_limits(threads):
-            api.evaluate(self.model, self.method, self.F, self.eta_x, self.Y, self.val, self.grad)
+        with thread_limits(threads) as n:
+            api.evaluate(self.model, self.method, self.F, self.eta_x, self.Y, self.val, self.grad, threads=n)
 
 
 def dgemm_gflops(n: int, b: int, threads: int | None, repeat: int = 3) -> float:

@@ -179,19 +179,29 @@ def warn_extrapolated(ex: np.ndarray, n: int, local: bool = False) -> None:
 
 
 def evaluate(model: TGPModel, method: str, F, eta_x, Yb, val, grad, *, beta: float | None = None, held=None,
-             loo: LeaveOneOut | None = None):
-    """Kernel call of one batch, in this thread (also used by the benchmarks); returns ``(eta_y, eta_xy)``.
+             loo: LeaveOneOut | None = None, threads: int = 1):
+    """Kernel call of one batch (also used by the benchmarks); returns ``(eta_y, eta_xy)``.
 
     ``F``, ``eta_x``: :func:`prepare_points`'s for ``method``; ``held``: left-out training index per
     row (leave-one-out, with ``loo``, the model's :func:`~fastsm.tgp.views.leave_one_out`), or ``None``.
+    ``threads`` > 1 splits the rows into that many contiguous chunks, one kernel call per thread
+    (:func:`fastsm._threads.run_chunks`, inside the caller's :func:`fastsm._threads.thread_limits`): a
+    row's result depends on its own data only, so the split changes no bit.
     """
     m = Yb.shape[0]
     plan = products_plan(model, method)
+    view = objective_view(model, method, model.params.beta if beta is None else beta, loo)
+    cubic = cubic_factors(model, method)
+    Yc = np.ascontiguousarray(Yb)
+    hb = held_rows(held, m, loo)
     out = obj.Evaluations(val, grad, np.empty(m), np.empty(m), np.zeros(m, dtype=np.int64))
-    obj.evaluate_batch(objective_view(model, method, model.params.beta if beta is None else beta, loo),
-                      obj.Points(F, eta_x, held_rows(held, m, loo)), np.arange(m), np.ascontiguousarray(Yb), out,
-                      obj.Products(obj.workspace(m, model.n_train), plan),
-                      cubic_factors(model, method))
+
+    def chunk(s: int, e: int) -> None:
+        part = obj.Evaluations(*(a[s:e] for a in out))
+        obj.evaluate_batch(view, obj.Points(F, eta_x, hb), np.arange(s, e), Yc[s:e], part,
+                           obj.Products(obj.workspace(e - s, model.n_train), plan), cubic)
+
+    run_chunks(m, threads, chunk)
     return out.eta_y, out.eta_xy
 
 
