@@ -13,9 +13,10 @@ The pivots ``p`` are taken in order (ascending forward, descending backward) and
 coefficient ``a`` — ``-x[p]`` for a product, the solved entry ``y[p] * (1 / L[p, p])`` for a
 substitution — is taken out of every entry it reaches, ``y[i] -= a * S[p, i]`` along ``S``'s row
 ``p`` (a column of ``M`` forward, a row backward).  An entry therefore takes its terms one at a time
-in pivot order, one multiply and one subtraction each (no fused multiply-add:
-``config.FASTMATH_FLAGS``): its bits depend on its row and ``S`` only — not on the other rows of the
-call, the thread, the CPU or the BLAS (there is none).  The substitutions are backward stable; the
+in pivot order, one multiply-subtract each (:func:`fastsm._kernels.fma.msub`: rounded once where the
+compile target has FMA, else a rounded product and a rounded difference): its bits depend on its row,
+``S`` and whether the target fuses only — not on the other rows of the call, the thread, the vector
+width or the BLAS (there is none).  The substitutions are backward stable; the
 DTRSM tiles they replaced were 10-20x less accurate on the near-duplicate sets of #55
 (docs/accuracy.md).
 
