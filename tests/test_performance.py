@@ -112,3 +112,25 @@ def test_vectorised_exponential_matches_numpy():
     np.testing.assert_allclose(got[normal], want[normal], rtol=4.5e-16, atol=0)
     assert np.all(got[~normal & np.isfinite(x)] <= 1e-304)
     assert np.isnan(got[-1])
+
+
+@pytest.mark.parametrize("method", ["sm", "kl"])
+def test_a_batched_evaluation_split_over_threads_is_the_one_thread_evaluation(method):
+    """``prediction.evaluate(threads=2)`` (``fastsm bench --evaluation``) splits the rows into chunks: the same
+    bits as one call of all rows, and the values ``tgp.objective`` gives row by row (its own chunks).  On a
+    one-core machine both runs take one thread."""
+    Xtr, Xte, Ytr, _ = datasets.random_structured(3, n_train=60, n_test=23, dx=3, dy=4)
+    model = tgp.fit(Xtr, Ytr, tgp.TGPParams(gamma_x=0.5, gamma_y=0.5, lambda_x=1e-2, lambda_y=1e-2, alpha=0.6),
+                    methods=("kl", "sm"))
+    Y = Ytr[:23] + 0.05
+    F, eta_x, _, _ = api.prepare_points(model, Xte, method)
+    runs = []
+    for threads in (1, 2):
+        val, grad = np.empty(23), np.empty((23, 4))
+        with thread_limits(threads) as n:
+            api.evaluate(model, method, F, eta_x, Y, val, grad, threads=n)
+        runs.append((val, grad))
+    np.testing.assert_array_equal(runs[0][0], runs[1][0])
+    np.testing.assert_array_equal(runs[0][1], runs[1][1])
+    want = tgp.objective(model, Xte, Y, method=method, threads=1)
+    np.testing.assert_allclose(runs[1][0], want, rtol=1e-12)
