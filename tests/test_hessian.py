@@ -10,7 +10,7 @@ from fastsm._threads import thread_limits
 from fastsm.tgp import prediction as api
 from fastsm.tgp import views
 from tests.conftest import problem
-from tests.entries import hessian_rows
+from tests.entries import hessian_rows, seed_inverse
 
 
 def kernel_hessian(model, X, Y, held=None):
@@ -151,3 +151,34 @@ def test_leave_one_out_hessian_is_the_refit_models():
         H, _ = kernel_hessian(model, Xtr[i:i + 1], Ytr[i:i + 1] + 0.05, held=np.array([i]))
         # measured: at most 8.3e-14 relative to the largest entry
         assert np.abs(H[0] - ref).max() <= 1e-9 * np.abs(ref).max()
+
+
+def test_seed_inverse_takes_a_definite_hessian_at_once_and_an_indefinite_one_modified_at_the_last_request():
+    """The curvature hook against NumPy: a positive definite Hessian's inverse at any request; an
+    indefinite one nothing until the schedule's last request, then ``V diag(1 / max(|lambda|, floor
+    max|lambda|)) V^T``; a non-finite one never."""
+    first0, every, last = config.CURVATURE_SCHEDULE
+    rng = np.random.default_rng(2)
+    d = 7
+    first = max(first0, (d + 1) // 2)
+    final = first + ((last - first0) // every) * every
+    A = rng.standard_normal((d, d))
+    pd = A @ A.T + 0.1 * np.eye(d)
+    H, seeded = seed_inverse(pd, first)
+    assert seeded
+    np.testing.assert_allclose(H, np.linalg.inv(pd), rtol=0, atol=1e-12 * np.abs(np.linalg.inv(pd)).max())
+    Q = np.linalg.qr(rng.standard_normal((d, d)))[0]
+    lam = np.array([-3.0, -1e-6, 0.0, 2e-5, 0.5, 1.0, 4.0])
+    indefinite = Q @ np.diag(lam) @ Q.T
+    for k in range(first, final, every):
+        H, seeded = seed_inverse(indefinite, k)
+        assert not seeded and not H.any()
+    H, seeded = seed_inverse(indefinite, final)
+    assert seeded
+    ref = Q @ np.diag(1.0 / np.maximum(np.abs(lam), config.CURVATURE_EIG_FLOOR * 4.0)) @ Q.T
+    np.testing.assert_allclose(H, ref, rtol=0, atol=1e-12 * np.abs(ref).max())
+    assert np.all(np.linalg.eigvalsh(0.5 * (H + H.T)) > 0)
+    bad = pd.copy()
+    bad[2, 3] = np.nan
+    H, seeded = seed_inverse(bad, final)
+    assert not seeded and not H.any()

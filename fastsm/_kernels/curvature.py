@@ -10,9 +10,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from fastsm._kernels.linalg import cholesky_solve, potrf_symmetric
+from fastsm._kernels.linalg import cholesky_solve, eigh_symmetric, potrf_symmetric
 from fastsm._kernels.shared import call
-from fastsm.config import CURVATURE_SCHEDULE, kernel
+from fastsm.config import CURVATURE_EIG_FLOOR, CURVATURE_SCHEDULE, kernel
+
+
+@kernel(inline=True)
+def _first_try(d):
+    """The iteration of a ``d``-output point's first request for curvature: ``max(first, ceil(d / 2))``."""
+    return max(CURVATURE_SCHEDULE[0], (d + 1) // 2)
 
 
 @kernel(inline=True)
@@ -23,7 +29,7 @@ def wants_curvature(p, it, opts):
     seeded its BFGS matrix."""
     first0, every, last = CURVATURE_SCHEDULE
     k = it.n_iter[p]
-    first = max(first0, (it.Y.shape[1] + 1) // 2)
+    first = _first_try(it.Y.shape[1])
     return (opts.hessian and it.active[p] and k < opts.stop.max_iter and not it.h_exact[p]
             and first <= k <= first + last - first0 and (k - first) % every == 0)
 
@@ -31,9 +37,15 @@ def wants_curvature(p, it, opts):
 @kernel(internal=True)
 def seed_inverse(p, Hx, it):
     """Point ``p``'s exact Hessian ``Hx`` arrived: its inverse becomes the BFGS matrix if it is finite and
-    positive definite (else nothing changes).  Factorised by LAPACK (:func:`~fastsm._kernels.linalg.potrf_symmetric`,
-    an external call: the loops of fastsm's own factorisation cost 1.4 s of the first SMTGP prediction's
-    compilation)."""
+    positive definite.  An indefinite one is used only at the schedule's last request
+    (:func:`wants_curvature`), eigenvalues ``lambda`` replaced by ``max(|lambda|, CURVATURE_EIG_FLOOR
+    max |lambda|)`` (:data:`fastsm.config.CURVATURE_EIG_FLOOR`; docs/math.md §8): by then the point has
+    spent the whole schedule where the criterion curves down, and BFGS alone crawls there.  Else
+    nothing changes.
+
+    Factorised by LAPACK (:func:`~fastsm._kernels.linalg.potrf_symmetric`,
+    :func:`~fastsm._kernels.linalg.eigh_symmetric`: external calls; the loops of fastsm's own
+    factorisation cost 1.4 s of the first SMTGP prediction's compilation)."""
     d = Hx.shape[0]
     for c in range(d):
         for e in range(d):
@@ -43,15 +55,36 @@ def seed_inverse(p, Hx, it):
     for c in range(d):
         for e in range(d):
             L[c, e] = Hx[c, e]
-    if potrf_symmetric(L) != 0:
-        return
-    unit = np.empty(d)
-    unit[:] = 0.0
-    for c in range(d):  # H^-1 column by column
-        unit[c] = 1.0
-        col = call(cholesky_solve, L, unit)
-        unit[c] = 0.0
-        for i in range(d):
-            it.H[p, i, c] = col[i]
+    if potrf_symmetric(L) == 0:
+        unit = np.empty(d)
+        unit[:] = 0.0
+        for c in range(d):  # H^-1 column by column
+            unit[c] = 1.0
+            col = call(cholesky_solve, L, unit)
+            unit[c] = 0.0
+            for i in range(d):
+                it.H[p, i, c] = col[i]
+    else:
+        first0, every, last = CURVATURE_SCHEDULE
+        if it.n_iter[p] + every <= _first_try(d) + last - first0:
+            return  # not the last request: a later one may be positive definite
+        for c in range(d):
+            for e in range(d):
+                L[c, e] = Hx[c, e]
+        lam = np.empty(d)
+        if eigh_symmetric(L, lam) != 0:
+            return
+        top = max(abs(lam[0]), abs(lam[d - 1]))
+        if not top > 0.0:
+            return
+        for j in range(d):
+            lam[j] = 1.0 / max(abs(lam[j]), CURVATURE_EIG_FLOOR * top)
+        for i in range(d):  # H^-1 = V diag(1 / lambda) V^T, eigenvectors the rows of L
+            for c in range(i + 1):
+                s = 0.0
+                for j in range(d):
+                    s += L[j, i] * lam[j] * L[j, c]
+                it.H[p, i, c] = s
+                it.H[p, c, i] = s
     it.h_scaled[p] = True
     it.h_exact[p] = True

@@ -95,7 +95,7 @@ class Iterates(NamedTuple):
     eta_y: np.ndarray  # certainty ingredients at the current point
     eta_xy: np.ndarray
     state: np.ndarray  # WAITING, START, SEARCH, DONE or ALT
-    h_exact: np.ndarray  # its inverse Hessian was seeded from a positive definite exact one
+    h_exact: np.ndarray  # its inverse Hessian was seeded from an exact one (curvature.seed_inverse)
 
 
 #: Point states (``ALT``: its start's alternative is being evaluated).
