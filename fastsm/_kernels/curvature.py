@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fastsm._kernels.linalg import cholesky_solve, eigh_symmetric, potrf_symmetric
-from fastsm._kernels.shared import call
+from fastsm._kernels.linalg import at_b, eigh_symmetric, mirror_upper
 from fastsm.config import CURVATURE_EIG_FLOOR, CURVATURE_SCHEDULE, kernel
 
 
@@ -43,48 +42,33 @@ def seed_inverse(p, Hx, it):
     spent the whole schedule where the criterion curves down, and BFGS alone crawls there.  Else
     nothing changes.
 
-    Factorised by LAPACK (:func:`~fastsm._kernels.linalg.potrf_symmetric`,
-    :func:`~fastsm._kernels.linalg.eigh_symmetric`: external calls; the loops of fastsm's own
-    factorisation cost 1.4 s of the first SMTGP prediction's compilation)."""
+    The inverse comes from the eigenpairs, by LAPACK (:func:`~fastsm._kernels.linalg.eigh_symmetric`)
+    and BLAS (:func:`~fastsm._kernels.linalg.at_b`): external calls, where loops of fastsm's own cost
+    1.4 s of the first SMTGP prediction's compilation."""
     d = Hx.shape[0]
+    V = np.empty((d, d))
     for c in range(d):
         for e in range(d):
             if not np.isfinite(Hx[c, e]):
                 return
-    L = np.empty((d, d))
-    for c in range(d):
-        for e in range(d):
-            L[c, e] = Hx[c, e]
-    if potrf_symmetric(L) == 0:
-        unit = np.empty(d)
-        unit[:] = 0.0
-        for c in range(d):  # H^-1 column by column
-            unit[c] = 1.0
-            col = call(cholesky_solve, L, unit)
-            unit[c] = 0.0
-            for i in range(d):
-                it.H[p, i, c] = col[i]
-    else:
+            V[c, e] = Hx[c, e]
+    lam = np.empty(d)
+    if eigh_symmetric(V, lam) != 0:
+        return
+    floor = 0.0
+    if not lam[0] > 0.0:
         first0, every, last = CURVATURE_SCHEDULE
         if it.n_iter[p] + every <= _first_try(d) + last - first0:
             return  # not the last request: a later one may be positive definite
-        for c in range(d):
-            for e in range(d):
-                L[c, e] = Hx[c, e]
-        lam = np.empty(d)
-        if eigh_symmetric(L, lam) != 0:
+        floor = CURVATURE_EIG_FLOOR * max(abs(lam[0]), abs(lam[d - 1]))
+        if not floor > 0.0:
             return
-        top = max(abs(lam[0]), abs(lam[d - 1]))
-        if not top > 0.0:
-            return
-        for j in range(d):
-            lam[j] = 1.0 / max(abs(lam[j]), CURVATURE_EIG_FLOOR * top)
-        for i in range(d):  # H^-1 = V diag(1 / lambda) V^T, eigenvectors the rows of L
-            for c in range(i + 1):
-                s = 0.0
-                for j in range(d):
-                    s += L[j, i] * lam[j] * L[j, c]
-                it.H[p, i, c] = s
-                it.H[p, c, i] = s
+    for j in range(d):  # rows v_j / sqrt(lambda_j): H^-1 = V^T diag(1 / lambda) V is their Gram matrix
+        r = 1.0 / np.sqrt(max(abs(lam[j]), floor))
+        for i in range(d):
+            V[j, i] *= r
+    Hp = it.H[p]
+    at_b(V, V, Hp)
+    mirror_upper(Hp)
     it.h_scaled[p] = True
     it.h_exact[p] = True

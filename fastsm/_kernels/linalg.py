@@ -8,10 +8,10 @@ the local models' twin factors (:func:`fastsm._kernels.cholesky.twin_factors`) a
 :func:`cholesky`, the small systems — Gaussian divergences and their mixtures, MAXDET's Newton
 systems, the KLIEP polish's Newton systems (:mod:`fastsm._kernels.kliep_polish`) and the O(N^3)
 reference form (:mod:`fastsm._kernels.cubic`): their bits depend on the matrix only, not on the
-BLAS or the CPU.  :func:`potrf_symmetric` (LAPACK) factorises the global models' matrices, orders
-above ``CHOLESKY_MAX_N``, and the optimiser's ``dy × dy`` Hessians
-(:func:`fastsm._kernels.curvature.seed_inverse`, which eigen-decomposes an indefinite one by
-:func:`eigh_symmetric`), where an external call compiles in a fraction of the time of the loops.
+BLAS or the CPU.  :func:`potrf_symmetric` (LAPACK) factorises the global models' matrices and orders
+above ``CHOLESKY_MAX_N``, :func:`eigh_symmetric` the optimiser's ``dy × dy`` Hessians
+(:func:`fastsm._kernels.curvature.seed_inverse`): an external call compiles in a fraction of the
+time of the loops.
 The BLAS products serve the exact Hessian's ``dy × dy`` Gram matrices (:mod:`fastsm._kernels.hessian`):
 ``np.dot`` compiled four of Numba's implementations there (0.3 s of a cold start)."""
 
