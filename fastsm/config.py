@@ -67,18 +67,18 @@ SM_HESSIAN_MAX_DY: int = 32
 #: what a Hessian costs (dy/2 evaluations), so points that converge fast never pay for one (asked at
 #: iteration 3, the Hessian made the digits selection's leave-one-out alpha stage at dy = 32 1.9x
 #: slower) — then every ``every`` iterations, ``last - first`` at most, until one seeds BFGS (positive
-#: definite, or any finite one at the last request: :data:`CURVATURE_EIG_FLOOR`);
+#: definite, or any finite one at the last request: :data:`CURVATURE_SHIFT`);
 #: it replaces the dy iterations BFGS needs to learn the curvature (docs/performance.md, "Exact curvature").
 CURVATURE_SCHEDULE: tuple[int, int, int] = (3, 4, 19)
 
-#: At the schedule's last request an indefinite Hessian seeds BFGS too, its eigenvalues replaced by
-#: ``max(|lambda|, CURVATURE_EIG_FLOOR * max |lambda|)`` (:func:`~fastsm._kernels.curvature.seed_inverse`):
-#: points still where the criterion curves down after the whole schedule crawl there with BFGS alone
-#: (at dy = 16 on a smooth-manifold problem 7 of 200 reached 50 iterations; with it all converge).
-#: Used at the first request it sent 15 of 333 points of benchmarks/determinism.py's problem to other
-#: minima, 10 of them higher; at the last, 10 (9 lower).  1e-2 to 1e-6 gave evaluations within 2 %
-#: (docs/performance.md).
-CURVATURE_EIG_FLOOR: float = 1e-3
+#: At the schedule's last request an indefinite Hessian ``H`` seeds BFGS too, shifted to ``H + tau I``:
+#: the least ``tau`` of ``max(beta, beta - min_i H_ii) 2^k`` (``beta = CURVATURE_SHIFT ||H||_F``) that
+#: makes it positive definite (:func:`~fastsm._kernels.curvature.seed_inverse`).  Points still where
+#: the criterion curves down after the whole schedule crawl there with BFGS alone (at dy = 16 on a
+#: smooth-manifold problem 7 of 200 reached 50 iterations; with it all converge).  An eigenvalue
+#: modification used at the first request sent 15 of 333 points of benchmarks/determinism.py's problem
+#: to other minima, 10 of them higher; this, at the last request, 10, all lower (docs/performance.md).
+CURVATURE_SHIFT: float = 1e-3
 
 #: Default step tolerance, relative to the output spread.  A converged position is fixed to about
 #: this; at 1e-8 two BLAS kernel families could stop a tolerance apart (1.2e-8 on

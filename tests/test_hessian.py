@@ -155,8 +155,8 @@ def test_leave_one_out_hessian_is_the_refit_models():
 
 def test_seed_inverse_takes_a_definite_hessian_at_once_and_an_indefinite_one_modified_at_the_last_request():
     """The curvature hook against NumPy: a positive definite Hessian's inverse at any request; an
-    indefinite one nothing until the schedule's last request, then ``V diag(1 / max(|lambda|, floor
-    max|lambda|)) V^T``; a non-finite one never."""
+    indefinite one nothing until the schedule's last request, then ``(H + tau I)^-1`` with the least
+    ``tau`` of ``max(beta, beta - min H_ii) 2^k`` that makes it positive definite; a non-finite one never."""
     first0, every, last = config.CURVATURE_SCHEDULE
     rng = np.random.default_rng(2)
     d = 7
@@ -175,7 +175,12 @@ def test_seed_inverse_takes_a_definite_hessian_at_once_and_an_indefinite_one_mod
         assert not seeded and not H.any()
     H, seeded = seed_inverse(indefinite, final)
     assert seeded
-    ref = Q @ np.diag(1.0 / np.maximum(np.abs(lam), config.CURVATURE_EIG_FLOOR * 4.0)) @ Q.T
+    beta = config.CURVATURE_SHIFT * np.linalg.norm(indefinite)
+    tau = max(beta, beta - np.diag(indefinite).min())
+    while np.linalg.eigvalsh(indefinite + tau * np.eye(d)).min() <= 0.0:
+        tau *= 2.0
+    assert tau > 3.0  # the shift covers the most negative eigenvalue, -3
+    ref = np.linalg.inv(indefinite + tau * np.eye(d))
     np.testing.assert_allclose(H, ref, rtol=0, atol=1e-12 * np.abs(ref).max())
     assert np.all(np.linalg.eigvalsh(0.5 * (H + H.T)) > 0)
     bad = pd.copy()

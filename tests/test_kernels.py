@@ -191,25 +191,6 @@ def test_potrf_symmetric_against_scipy():
     assert potrf_symmetric(bad) == 2
 
 
-def test_eigh_symmetric_against_numpy():
-    """fastsm._kernels.linalg.eigh_symmetric (LAPACK's dsyev): NumPy's eigenvalues, ascending, and unit
-    eigenvectors as rows that rebuild the matrix, for definite and indefinite matrices."""
-    from fastsm._kernels.linalg import eigh_symmetric
-
-    rng = np.random.default_rng(6)
-    for n in (1, 2, 9, 60):
-        A = rng.standard_normal((n, n))
-        S = A + A.T
-        V = np.array(S, copy=True)
-        w = np.empty(n)
-        assert eigh_symmetric(V, w) == 0
-        ref = np.linalg.eigvalsh(S)
-        scale = np.abs(ref).max()
-        np.testing.assert_allclose(w, ref, rtol=0, atol=1e-13 * scale)
-        np.testing.assert_allclose(V @ V.T, np.eye(n), rtol=0, atol=1e-13)
-        np.testing.assert_allclose(V.T @ np.diag(w) @ V, S, rtol=0, atol=1e-13 * scale)
-
-
 @pytest.mark.parametrize("b", [1, 255, 600])
 def test_tiled_dgemm_matches_numpy(rng, b):
     """``python -m fastsm bench``'s DGEMM yardstick computes ``K @ M`` by its tiles (a NumPy reference)."""

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from fastsm._kernels.linalg import at_b, eigh_symmetric, mirror_upper
-from fastsm.config import CURVATURE_EIG_FLOOR, CURVATURE_SCHEDULE, kernel
+from fastsm._kernels.linalg import cholesky_solve, potrf_symmetric
+from fastsm._kernels.shared import call
+from fastsm.config import CURVATURE_SCHEDULE, CURVATURE_SHIFT, kernel
 
 
 @kernel(inline=True)
@@ -37,38 +38,48 @@ def wants_curvature(p, it, opts):
 def seed_inverse(p, Hx, it):
     """Point ``p``'s exact Hessian ``Hx`` arrived: its inverse becomes the BFGS matrix if it is finite and
     positive definite.  An indefinite one is used only at the schedule's last request
-    (:func:`wants_curvature`), eigenvalues ``lambda`` replaced by ``max(|lambda|, CURVATURE_EIG_FLOOR
-    max |lambda|)`` (:data:`fastsm.config.CURVATURE_EIG_FLOOR`; docs/math.md §8): by then the point has
-    spent the whole schedule where the criterion curves down, and BFGS alone crawls there.  Else
-    nothing changes.
+    (:func:`wants_curvature`), shifted to ``Hx + tau I`` with the least ``tau`` of the sequence
+    ``max(beta, beta - min_i Hx_ii) 2^k`` (``beta = CURVATURE_SHIFT ||Hx||_F``,
+    :data:`fastsm.config.CURVATURE_SHIFT`) that makes it positive definite (docs/math.md §8): by then
+    the point has spent the whole schedule where the criterion curves down, and BFGS alone crawls
+    there.  Else nothing changes.
 
-    The inverse comes from the eigenpairs, by LAPACK (:func:`~fastsm._kernels.linalg.eigh_symmetric`)
-    and BLAS (:func:`~fastsm._kernels.linalg.at_b`): external calls, where loops of fastsm's own cost
-    1.4 s of the first SMTGP prediction's compilation."""
+    Factorised by LAPACK (:func:`~fastsm._kernels.linalg.potrf_symmetric`, an external call: the loops
+    of fastsm's own factorisation cost 1.4 s of the first SMTGP prediction's compilation)."""
     d = Hx.shape[0]
-    V = np.empty((d, d))
+    L = np.empty((d, d))
+    fro = 0.0
+    low = np.inf
     for c in range(d):
         for e in range(d):
             if not np.isfinite(Hx[c, e]):
                 return
-            V[c, e] = Hx[c, e]
-    lam = np.empty(d)
-    if eigh_symmetric(V, lam) != 0:
-        return
-    floor = 0.0
-    if not lam[0] > 0.0:
+            L[c, e] = Hx[c, e]
+            fro += Hx[c, e] * Hx[c, e]
+        low = min(low, Hx[c, c])
+    if potrf_symmetric(L) != 0:
         first0, every, last = CURVATURE_SCHEDULE
         if it.n_iter[p] + every <= _first_try(d) + last - first0:
             return  # not the last request: a later one may be positive definite
-        floor = CURVATURE_EIG_FLOOR * max(abs(lam[0]), abs(lam[d - 1]))
-        if not floor > 0.0:
+        beta = CURVATURE_SHIFT * np.sqrt(fro)
+        tau = max(beta, beta - low)
+        for _ in range(64):
+            for c in range(d):
+                for e in range(d):
+                    L[c, e] = Hx[c, e]
+                L[c, c] += tau
+            if potrf_symmetric(L) == 0:
+                break
+            tau *= 2.0
+        else:
             return
-    for j in range(d):  # rows v_j / sqrt(lambda_j): H^-1 = V^T diag(1 / lambda) V is their Gram matrix
-        r = 1.0 / np.sqrt(max(abs(lam[j]), floor))
+    unit = np.empty(d)
+    unit[:] = 0.0
+    for c in range(d):  # H^-1 column by column
+        unit[c] = 1.0
+        col = call(cholesky_solve, L, unit)
+        unit[c] = 0.0
         for i in range(d):
-            V[j, i] *= r
-    Hp = it.H[p]
-    at_b(V, V, Hp)
-    mirror_upper(Hp)
+            it.H[p, i, c] = col[i]
     it.h_scaled[p] = True
     it.h_exact[p] = True

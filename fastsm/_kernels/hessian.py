@@ -13,8 +13,8 @@ With ``k = k_Y(y)``, ``J = dk/dy`` (N×dy, docs/math.md §1), ``u_y = K_Y^-1 k``
 O(N^2) part, 2 dy triangular products per point (an evaluation has 4), by the row loops of the
 evaluations (:func:`~fastsm._kernels.tri_rows.run_products`), so a point's Hessian depends on its
 own data only.  The optimiser (:mod:`fastsm._kernels.optimize`) uses it to seed
-its quasi-Newton matrix where it is positive definite, or eigenvalue-modified at the schedule's last
-request (:func:`~fastsm._kernels.curvature.seed_inverse`).
+its quasi-Newton matrix where it is positive definite, or shifted to positive definite at the schedule's
+last request (:func:`~fastsm._kernels.curvature.seed_inverse`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Dense linear algebra: fastsm's one Cholesky factorisation of its own (#54), its substitutions,
-the LAPACK bindings (``dpotrf``, :func:`potrf_symmetric`; ``dsyev``, :func:`eigh_symmetric`) and the
-one BLAS binding (``dgemm``, :func:`at_b` and :func:`a_bt`).
+the one LAPACK binding (``dpotrf``, :func:`potrf_symmetric`) and the one BLAS binding (``dgemm``,
+:func:`at_b` and :func:`a_bt`).
 
 :func:`factor_symmetric` factorises in place into symmetric storage (lower triangle ``L``, upper
 ``L^T``), eight rows at a time with explicit eight-lane vectors (:mod:`fastsm._kernels.simd`):
@@ -8,12 +8,12 @@ the local models' twin factors (:func:`fastsm._kernels.cholesky.twin_factors`) a
 :func:`cholesky`, the small systems — Gaussian divergences and their mixtures, MAXDET's Newton
 systems, the KLIEP polish's Newton systems (:mod:`fastsm._kernels.kliep_polish`) and the O(N^3)
 reference form (:mod:`fastsm._kernels.cubic`): their bits depend on the matrix only, not on the
-BLAS or the CPU.  :func:`potrf_symmetric` (LAPACK) factorises the global models' matrices and orders
-above ``CHOLESKY_MAX_N``, :func:`eigh_symmetric` the optimiser's ``dy × dy`` Hessians
-(:func:`fastsm._kernels.curvature.seed_inverse`): an external call compiles in a fraction of the
-time of the loops.
-The BLAS products serve the exact Hessian's ``dy × dy`` Gram matrices (:mod:`fastsm._kernels.hessian`):
-``np.dot`` compiled four of Numba's implementations there (0.3 s of a cold start)."""
+BLAS or the CPU.  :func:`potrf_symmetric` (LAPACK) factorises the global models' matrices, orders
+above ``CHOLESKY_MAX_N``, and the optimiser's ``dy × dy`` Hessians
+(:func:`fastsm._kernels.curvature.seed_inverse`), where an external call compiles in a fraction
+of the time of the loops.  The BLAS products serve the exact Hessian's ``dy × dy`` Gram matrices
+(:mod:`fastsm._kernels.hessian`): ``np.dot`` compiled four of Numba's implementations there (0.3 s of a
+cold start)."""
 
 from __future__ import annotations
 
@@ -33,13 +33,6 @@ _POTRF_SIG = types.void(types.CPointer(types.int8), types.CPointer(types.intc), 
                         types.CPointer(types.intc), types.CPointer(types.intc))
 _dpotrf = types.ExternalFunction("fastsm_dpotrf", _POTRF_SIG)
 _L = ord("L")
-# LAPACK's dsyev (eigenvalues and eigenvectors of a symmetric matrix), reached by name as dpotrf is.
-llvm.add_symbol("fastsm_dsyev", get_cython_function_address("scipy.linalg.cython_lapack", "dsyev"))
-_SYEV_SIG = types.void(types.CPointer(types.int8), types.CPointer(types.int8), types.CPointer(types.intc),
-                       types.CPointer(types.float64), types.CPointer(types.intc), types.CPointer(types.float64),
-                       types.CPointer(types.float64), types.CPointer(types.intc), types.CPointer(types.intc))
-_dsyev = types.ExternalFunction("fastsm_dsyev", _SYEV_SIG)
-_V = ord("V")
 # BLAS's dgemm, reached by name as dpotrf is: C = alpha op(A) op(B) + beta C, column-major.
 llvm.add_symbol("fastsm_dgemm", get_cython_function_address("scipy.linalg.cython_blas", "dgemm"))
 _GEMM_SIG = types.void(types.CPointer(types.int8), types.CPointer(types.int8), types.CPointer(types.intc),
@@ -97,29 +90,6 @@ def potrf_symmetric(A):
     if info == 0:
         mirror_upper(A)
     return info
-
-
-@kernel()
-def eigh_symmetric(A, w):
-    """Eigen-decompose the symmetric ``A`` in place by LAPACK's ``dsyev``: eigenvalues ascending into
-    ``w``, row ``j`` of ``A`` the unit eigenvector of ``w[j]``; returns LAPACK's ``info`` (non-zero: no
-    convergence, ``A`` and ``w`` meaningless).
-
-    A C-ordered symmetric matrix reads as itself in Fortran order, and the eigenvectors LAPACK writes as
-    Fortran columns are the C rows.  Its bits are the BLAS's (one BLAS thread: deterministic).
-    """
-    n = A.shape[0]
-    flags = np.empty(2, dtype=np.int8)
-    flags[0] = _V
-    flags[1] = _L
-    dims = np.empty(3, dtype=np.intc)
-    dims[0] = n
-    dims[1] = 66 * max(n, 1)  # (block size + 2) n: LAPACK's optimal work for blocks up to 64
-    dims[2] = 0
-    work = np.empty(dims[1])
-    _dsyev(ptr(flags, 0), ptr(flags, 1), ptr(dims, 0), ptr(A, 0), ptr(dims, 0), ptr(w, 0), ptr(work, 0),
-           ptr(dims, 1), ptr(dims, 2))
-    return dims[2]
 
 
 @kernel(internal=True)

@@ -146,7 +146,7 @@ def predict(
         Quasi-Newton (BFGS on the inverse Hessian) or gradient descent.  SMTGP with at most
         ``config.SM_HESSIAN_MAX_DY`` (32) outputs seeds BFGS with the exact Hessian of its
         criterion, where positive definite, from the third iteration on; at the schedule's last
-        request an indefinite one too, its eigenvalues made positive (docs/performance.md).
+        request an indefinite one too, shifted to positive definite (docs/performance.md).
     trust_radius : float
         Largest step, in units of ``model.y_spread``; keeps each prediction
         in the basin of its start.
