@@ -80,6 +80,16 @@ CURVATURE_SCHEDULE: tuple[int, int, int] = (3, 4, 19)
 #: to other minima, 10 of them higher; this, at the last request, 10, all lower (docs/performance.md).
 CURVATURE_SHIFT: float = 1e-3
 
+#: A Hessian that costs at least this many evaluations (``(dy + 1) // 2``: dy >= 15) is not thrown
+#: away when indefinite: every request uses it, shifted as at the last one (:data:`CURVATURE_SHIFT`),
+#: where a cheaper Hessian waits for a later, positive definite one.  At dy = 16 a point whose Hessian
+#: stayed indefinite paid 8 evaluations a request for up to five requests; shifted at the first one,
+#: smooth-manifold problems need 0-34 % fewer evaluations a point (seed 7: 35.8 -> 31.1) with as many
+#: points within 1e-8 of the best minimum found (docs/performance.md).  Cheaper Hessians (dy <= 14)
+#: keep waiting: shifted at dy = 4's first request (iteration 3) 11 of 333 points of
+#: benchmarks/determinism.py's problem stopped in higher minima.
+CURVATURE_SHIFT_COST: int = 8
+
 #: Default step tolerance, relative to the output spread.  A converged position is fixed to about
 #: this; at 1e-8 two BLAS kernel families could stop a tolerance apart (1.2e-8 on
 #: benchmarks/determinism.py's problem), at 1e-9 they agree to 4.4e-9 for 3-7 % more evaluations

@@ -153,13 +153,32 @@ def test_leave_one_out_hessian_is_the_refit_models():
         assert np.abs(H[0] - ref).max() <= 1e-9 * np.abs(ref).max()
 
 
+def shifted_inverse(H):
+    """NumPy: ``(H + tau I)^-1`` with the least ``tau`` of ``max(beta, beta - min H_ii) 2^k`` that makes
+    ``H + tau I`` positive definite (``beta = CURVATURE_SHIFT ||H||_F``), and ``tau``."""
+    beta = config.CURVATURE_SHIFT * np.linalg.norm(H)
+    tau = max(beta, beta - np.diag(H).min())
+    while np.linalg.eigvalsh(H + tau * np.eye(H.shape[0])).min() <= 0.0:
+        tau *= 2.0
+    return np.linalg.inv(H + tau * np.eye(H.shape[0])), tau
+
+
+def indefinite_matrix(rng, d):
+    """A symmetric ``d × d`` matrix with eigenvalues -3, -1e-6, 0 and the rest in (2e-5, 4]."""
+    Q = np.linalg.qr(rng.standard_normal((d, d)))[0]
+    lam = np.concatenate([[-3.0, -1e-6, 0.0], np.geomspace(2e-5, 4.0, d - 3)])
+    return Q @ np.diag(lam) @ Q.T
+
+
 def test_seed_inverse_takes_a_definite_hessian_at_once_and_an_indefinite_one_modified_at_the_last_request():
-    """The curvature hook against NumPy: a positive definite Hessian's inverse at any request; an
-    indefinite one nothing until the schedule's last request, then ``(H + tau I)^-1`` with the least
-    ``tau`` of ``max(beta, beta - min H_ii) 2^k`` that makes it positive definite; a non-finite one never."""
+    """The curvature hook against NumPy, for a Hessian cheaper than ``CURVATURE_SHIFT_COST`` evaluations:
+    a positive definite Hessian's inverse at any request; an indefinite one nothing until the schedule's
+    last request, then ``(H + tau I)^-1`` with the least ``tau`` of ``max(beta, beta - min H_ii) 2^k`` that
+    makes it positive definite; a non-finite one never."""
     first0, every, last = config.CURVATURE_SCHEDULE
     rng = np.random.default_rng(2)
     d = 7
+    assert (d + 1) // 2 < config.CURVATURE_SHIFT_COST
     first = max(first0, (d + 1) // 2)
     final = first + ((last - first0) // every) * every
     A = rng.standard_normal((d, d))
@@ -167,23 +186,32 @@ def test_seed_inverse_takes_a_definite_hessian_at_once_and_an_indefinite_one_mod
     H, seeded = seed_inverse(pd, first)
     assert seeded
     np.testing.assert_allclose(H, np.linalg.inv(pd), rtol=0, atol=1e-12 * np.abs(np.linalg.inv(pd)).max())
-    Q = np.linalg.qr(rng.standard_normal((d, d)))[0]
-    lam = np.array([-3.0, -1e-6, 0.0, 2e-5, 0.5, 1.0, 4.0])
-    indefinite = Q @ np.diag(lam) @ Q.T
+    indefinite = indefinite_matrix(rng, d)
     for k in range(first, final, every):
         H, seeded = seed_inverse(indefinite, k)
         assert not seeded and not H.any()
     H, seeded = seed_inverse(indefinite, final)
     assert seeded
-    beta = config.CURVATURE_SHIFT * np.linalg.norm(indefinite)
-    tau = max(beta, beta - np.diag(indefinite).min())
-    while np.linalg.eigvalsh(indefinite + tau * np.eye(d)).min() <= 0.0:
-        tau *= 2.0
+    ref, tau = shifted_inverse(indefinite)
     assert tau > 3.0  # the shift covers the most negative eigenvalue, -3
-    ref = np.linalg.inv(indefinite + tau * np.eye(d))
     np.testing.assert_allclose(H, ref, rtol=0, atol=1e-12 * np.abs(ref).max())
     assert np.all(np.linalg.eigvalsh(0.5 * (H + H.T)) > 0)
     bad = pd.copy()
     bad[2, 3] = np.nan
     H, seeded = seed_inverse(bad, final)
     assert not seeded and not H.any()
+
+
+@pytest.mark.parametrize("d", [15, 16, 32])
+def test_seed_inverse_shifts_an_expensive_indefinite_hessian_at_its_first_request(d):
+    """A Hessian of at least ``CURVATURE_SHIFT_COST`` evaluations (``(d + 1) // 2``) is never thrown away:
+    an indefinite one seeds BFGS at the first request, shifted as at the last (NumPy reference)."""
+    assert (d + 1) // 2 >= config.CURVATURE_SHIFT_COST
+    first = max(config.CURVATURE_SCHEDULE[0], (d + 1) // 2)
+    indefinite = indefinite_matrix(np.random.default_rng(d), d)
+    H, seeded = seed_inverse(indefinite, first)
+    assert seeded
+    ref, tau = shifted_inverse(indefinite)
+    assert tau > 3.0
+    np.testing.assert_allclose(H, ref, rtol=0, atol=1e-12 * np.abs(ref).max())
+    assert np.all(np.linalg.eigvalsh(0.5 * (H + H.T)) > 0)

@@ -12,7 +12,7 @@ import numpy as np
 
 from fastsm._kernels.linalg import cholesky_solve, potrf_symmetric
 from fastsm._kernels.shared import call
-from fastsm.config import CURVATURE_SCHEDULE, CURVATURE_SHIFT, kernel
+from fastsm.config import CURVATURE_SCHEDULE, CURVATURE_SHIFT, CURVATURE_SHIFT_COST, kernel
 
 
 @kernel(inline=True)
@@ -37,12 +37,14 @@ def wants_curvature(p, it, opts):
 @kernel(internal=True)
 def seed_inverse(p, Hx, it):
     """Point ``p``'s exact Hessian ``Hx`` arrived: its inverse becomes the BFGS matrix if it is finite and
-    positive definite.  An indefinite one is used only at the schedule's last request
-    (:func:`wants_curvature`), shifted to ``Hx + tau I`` with the least ``tau`` of the sequence
-    ``max(beta, beta - min_i Hx_ii) 2^k`` (``beta = CURVATURE_SHIFT ||Hx||_F``,
-    :data:`fastsm.config.CURVATURE_SHIFT`) that makes it positive definite (docs/math.md §8): by then
-    the point has spent the whole schedule where the criterion curves down, and BFGS alone crawls
-    there.  Else nothing changes.
+    positive definite.  An indefinite one is used at the schedule's last request
+    (:func:`wants_curvature`), and at every request where it cost at least
+    :data:`fastsm.config.CURVATURE_SHIFT_COST` evaluations (``(d + 1) // 2``), shifted to ``Hx + tau I``
+    with the least ``tau`` of the sequence ``max(beta, beta - min_i Hx_ii) 2^k``
+    (``beta = CURVATURE_SHIFT ||Hx||_F``, :data:`fastsm.config.CURVATURE_SHIFT`) that makes it positive
+    definite (docs/math.md §8): by the last request the point has spent the whole schedule where the
+    criterion curves down, and BFGS alone crawls there; an expensive Hessian is not paid for again.
+    Else nothing changes.
 
     Factorised by LAPACK (:func:`~fastsm._kernels.linalg.potrf_symmetric`, an external call: the loops
     of fastsm's own factorisation cost 1.4 s of the first SMTGP prediction's compilation)."""
@@ -59,8 +61,8 @@ def seed_inverse(p, Hx, it):
         low = min(low, Hx[c, c])
     if potrf_symmetric(L) != 0:
         first0, every, last = CURVATURE_SCHEDULE
-        if it.n_iter[p] + every <= _first_try(d) + last - first0:
-            return  # not the last request: a later one may be positive definite
+        if (d + 1) // 2 < CURVATURE_SHIFT_COST and it.n_iter[p] + every <= _first_try(d) + last - first0:
+            return  # a cheap Hessian before the last request: a later one may be positive definite
         beta = CURVATURE_SHIFT * np.sqrt(fro)
         tau = max(beta, beta - low)
         for _ in range(64):
