@@ -67,7 +67,8 @@ SM_HESSIAN_MAX_DY: int = 32
 #: what a Hessian costs (dy/2 evaluations), so points that converge fast never pay for one (asked at
 #: iteration 3, the Hessian made the digits selection's leave-one-out alpha stage at dy = 32 1.9x
 #: slower) — then every ``every`` iterations, ``last - first`` at most, until one seeds BFGS (positive
-#: definite, or any finite one at the last request: :data:`CURVATURE_SHIFT`);
+#: definite, or any finite one, shifted, at the last request or where it costs
+#: :data:`CURVATURE_SHIFT_COST` evaluations: :data:`CURVATURE_SHIFT`);
 #: it replaces the dy iterations BFGS needs to learn the curvature (docs/performance.md, "Exact curvature").
 CURVATURE_SCHEDULE: tuple[int, int, int] = (3, 4, 19)
 
