@@ -10,6 +10,9 @@ faster), the pairs' own ratios, evaluations a point and the converged share::
     git worktree add ../old 977cd67
     python benchmarks/manifold_ab.py --old ../old --new . --pairs 3
     python benchmarks/manifold_ab.py --one n1000_dy16      # one process, one JSON line (what a pair runs)
+
+``--new-tol T`` predicts the new side with ``tol=T`` (the old side keeps its defaults): an A/B at the
+old code's accuracy rather than at each code's default.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import time
 CASES = {"n1000_dy16": (1000, 16, 200), "n1000_dy60": (1000, 60, 200), "n1500_dy2": (1500, 2, 250)}
 
 
-def one(names: list[str]) -> dict:
+def one(names: list[str], tol: float | None = None) -> dict:
     import numpy as np
 
     from fastsm import datasets, tgp
@@ -38,19 +41,21 @@ def one(names: list[str]) -> dict:
         params = tgp.TGPParams(gamma_x=1.0 / tgp.median_sq_distance(Xtr), gamma_y=1.0 / tgp.median_sq_distance(Ytr),
                                lambda_x=1e-3, lambda_y=1e-3, alpha=0.6, beta=1.5)
         model = tgp.fit(Xtr, Ytr, params, methods=("sm",))
-        tgp.predict(model, Xte[:4], method="sm")
+        kw = {} if tol is None else {"tol": tol}
+        tgp.predict(model, Xte[:4], method="sm", **kw)
         best = np.inf
         for _ in range(3):
             t0 = time.perf_counter()
-            p = tgp.predict(model, Xte, method="sm")
+            p = tgp.predict(model, Xte, method="sm", **kw)
             best = min(best, time.perf_counter() - t0)
         res[name] = {"t": best, "ev": float(p.n_eval.mean()), "cv": float(p.converged.mean())}
     return res
 
 
-def side(tree: str, cache: str, family: str, names: list[str]) -> dict:
+def side(tree: str, cache: str, family: str, names: list[str], tol: float | None = None) -> dict:
     env = dict(os.environ, PYTHONPATH=os.path.abspath(tree), NUMBA_CACHE_DIR=cache, OPENBLAS_CORETYPE=family)
-    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", *names], env=env, check=True,
+    extra = [] if tol is None else ["--tol", repr(tol)]
+    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", *names, *extra], env=env, check=True,
                          capture_output=True, text=True, cwd=tempfile.gettempdir()).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -63,21 +68,24 @@ def main() -> None:
     ap.add_argument("--pairs", type=int, default=3)
     ap.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES))
     ap.add_argument("--families", nargs="+", default=["Haswell", "SkylakeX"])
+    ap.add_argument("--tol", type=float, help="with --one: predict with this tol")
+    ap.add_argument("--new-tol", type=float, help="predict the new side with this tol")
     args = ap.parse_args()
     if args.one:
-        print(json.dumps(one(args.one)))
+        print(json.dumps(one(args.one, args.tol)))
         return
     if not (args.old and args.new):
         ap.error("--old and --new are required (or --one)")
     with tempfile.TemporaryDirectory() as tmp:
         caches = {"old": os.path.join(tmp, "old"), "new": os.path.join(tmp, "new")}
+        tols = {"old": None, "new": args.new_tol}
         for who, tree in (("old", args.old), ("new", args.new)):  # compile once, untimed
-            side(tree, caches[who], args.families[0], args.cases)
+            side(tree, caches[who], args.families[0], args.cases, tols[who])
         runs: dict = {(f, w): [] for f in args.families for w in ("old", "new")}
         for _ in range(args.pairs):
             for fam in args.families:
                 for who, tree in (("old", args.old), ("new", args.new)):
-                    runs[(fam, who)].append(side(tree, caches[who], fam, args.cases))
+                    runs[(fam, who)].append(side(tree, caches[who], fam, args.cases, tols[who]))
     for fam in args.families:
         for case in args.cases:
             o = [r[case] for r in runs[(fam, "old")]]
