@@ -16,9 +16,16 @@ from fastsm.config import CURVATURE_SCHEDULE, CURVATURE_SHIFT, CURVATURE_SHIFT_C
 
 
 @kernel(inline=True)
+def hessian_cost(d):
+    """A ``d``-output point's exact Hessian in evaluations, ``ceil(d / 2)``: its ``2 d`` triangular
+    products against an evaluation's 4 (:func:`~fastsm._kernels.hessian.hessian_rows`)."""
+    return (d + 1) // 2
+
+
+@kernel(inline=True)
 def _first_try(d):
     """The iteration of a ``d``-output point's first request for curvature: ``max(first, ceil(d / 2))``."""
-    return max(CURVATURE_SCHEDULE[0], (d + 1) // 2)
+    return max(CURVATURE_SCHEDULE[0], hessian_cost(d))
 
 
 @kernel(inline=True)
@@ -39,7 +46,7 @@ def seed_inverse(p, Hx, it):
     """Point ``p``'s exact Hessian ``Hx`` arrived: its inverse becomes the BFGS matrix if it is finite and
     positive definite.  An indefinite one is used at the schedule's last request
     (:func:`wants_curvature`), and at every request where it cost at least
-    :data:`fastsm.config.CURVATURE_SHIFT_COST` evaluations (``(d + 1) // 2``), shifted to ``Hx + tau I``
+    :data:`fastsm.config.CURVATURE_SHIFT_COST` evaluations (:func:`hessian_cost`), shifted to ``Hx + tau I``
     with the least ``tau`` of the sequence ``max(beta, beta - min_i Hx_ii) 2^k``
     (``beta = CURVATURE_SHIFT ||Hx||_F``, :data:`fastsm.config.CURVATURE_SHIFT`) that makes it positive
     definite (docs/math.md §8): by the last request the point has spent the whole schedule where the
@@ -61,7 +68,7 @@ def seed_inverse(p, Hx, it):
         low = min(low, Hx[c, c])
     if potrf_symmetric(L) != 0:
         first0, every, last = CURVATURE_SCHEDULE
-        if (d + 1) // 2 < CURVATURE_SHIFT_COST and it.n_iter[p] + every <= _first_try(d) + last - first0:
+        if hessian_cost(d) < CURVATURE_SHIFT_COST and it.n_iter[p] + every <= _first_try(d) + last - first0:
             return  # a cheap Hessian before the last request: a later one may be positive definite
         beta = CURVATURE_SHIFT * np.sqrt(fro)
         tau = max(beta, beta - low)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fastsm._kernels.curvature import seed_inverse, wants_curvature
+from fastsm._kernels.curvature import hessian_cost, seed_inverse, wants_curvature
 from fastsm._kernels.hessian import hessian_rows
 from fastsm._kernels.objectives import Evaluations, Products, evaluate_rows, workspace
 from fastsm._kernels.quasi_newton import (
@@ -139,7 +139,7 @@ def minimize_batch(obj, pts, start, opts, stop, cubic, plan):
             call(hessian_rows, obj, hrow[c0:c1], Yt, Evaluations(ft, Gt, ey, exy, ht), prod.work, hess, jprod, held_r)
             for q in range(c0, c1):
                 p = rows[hrow[q]]
-                it.n_eval[p] += (d + 1) // 2  # the Hessian's products: 2 dy triangular ones, an evaluation has 4
+                it.n_eval[p] += hessian_cost(d)
                 call(seed_inverse, p, hess[q - c0], it)
                 if not call(next_iteration, p, it, opts):
                     slot[row_slot[hrow[q]]] = -1
