@@ -145,8 +145,9 @@ def predict(
     optimizer : {"bfgs", "gd"}
         Quasi-Newton (BFGS on the inverse Hessian) or gradient descent.  SMTGP with at most
         ``config.SM_HESSIAN_MAX_DY`` (32) outputs seeds BFGS with the exact Hessian of its
-        criterion, where positive definite, from the third iteration on; at the schedule's last
-        request an indefinite one too, shifted to positive definite (docs/performance.md).
+        criterion, where positive definite, from iteration ``max(3, ceil(dy / 2))`` on; an indefinite
+        one is shifted to positive definite at the schedule's last request, and at its first where
+        ``dy >= 15`` (``config.CURVATURE_SHIFT_COST``; docs/performance.md).
     trust_radius : float
         Largest step, in units of ``model.y_spread``; keeps each prediction
         in the basin of its start.
