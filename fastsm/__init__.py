@@ -12,9 +12,9 @@ _configure_threading_layer()  # before any parallel kernel runs: TBB, else workq
 
 from fastsm import datasets, divergences, gmm, shift, tgp  # noqa: E402
 from fastsm._threads import threading_layer  # noqa: E402
-from fastsm.exceptions import ExtrapolationWarning  # noqa: E402
+from fastsm.exceptions import CacheWarning, ExtrapolationWarning  # noqa: E402
 
 __version__ = "0.2.0"
 
-__all__ = ["tgp", "shift", "divergences", "gmm", "datasets", "threading_layer", "ExtrapolationWarning",
+__all__ = ["tgp", "shift", "divergences", "gmm", "datasets", "threading_layer", "CacheWarning", "ExtrapolationWarning",
            "__version__"]

@@ -1,50 +1,71 @@
-"""Numba's cache, kept sound for kernels that call other kernels by symbol.
+"""Numba's cache, kept sound: keyed on everything a kernel's machine code depends on, and healing.
 
-A kernel compiled with :func:`fastsm._kernels.shared.call` holds a declaration of its callee's
-process-wide symbol (:func:`symbol`), not a copy of the callee.  Before such machine code is loaded
-from Numba's cache, the callee must be compiled (or loaded) and its symbol registered: the compile
-result carries a ``Load`` for each callee in its ``reload_init``, which Numba runs before it loads the
-code.  A kernel that links (calls plainly) a kernel holding such a declaration holds the declaration
-too, so it needs the same ``Load``.
+**Kernels called by symbol.**  A kernel compiled with :func:`fastsm._kernels.shared.call` holds a
+declaration of its callee's process-wide symbol (:func:`symbol`), not a copy of the callee.  Before such
+machine code is loaded from Numba's cache, the callee must be compiled (or loaded) and its symbol
+registered: the compile result carries a ``Load`` for each callee in its ``reload_init``, which Numba runs
+before it loads the code.  A kernel that links (calls plainly) a kernel holding such a declaration holds
+the declaration too, so it needs the same ``Load``.  Numba copies the ``reload_init`` of the libraries a
+kernel links into the kernel's own, but a library loaded from the cache starts with an empty one
+(``CPUCodeLibrary._unserialize``): a result loaded from the cache gets its ``reload_init`` back on its
+library here, so every kernel that links it inherits its ``Load`` entries, whatever process compiled it
+(#67: without them LLVM's linker aborted, or left every external relocation unapplied: SIGSEGV).  A
+cached result whose code declares a symbol none of its ``Load`` entries registers is a miss; the check
+reads the names in the object code before Numba hands it to LLVM, where a missing symbol would poison
+every later link of the process.
 
-Numba copies the ``reload_init`` of the libraries a kernel links into the kernel's own, but a library
-loaded from the cache starts with an empty one (``CPUCodeLibrary._unserialize``): a kernel compiled in a
-process that had loaded its callee from the cache was cached without its callee's ``Load``, and a later
-process that loaded it found the symbol missing.  LLVM's dynamic linker then either aborted ("LLVM
-ERROR: Symbol not found") or, when the object was finalised with the rest, recorded the error and left
-*every* external relocation of the batch unapplied, so the first call through one (a CPython API
-function in the kernel's wrapper) jumped to address 0: the SIGSEGV of #67, in kernels that call nothing
-by symbol themselves.
+**The key.**  Numba keys an entry on its kernel's bytecode and checks the stamp of the kernel's own file
+only: a kernel that links another kernel keeps a copy of it, and an edit of the other file (a ``git
+pull`` under an editable install) left the copy in use, with the old answers (#74).  :class:`KernelCache`
+adds :func:`build_key`: a digest of every source file a kernel's code can come from
+(:data:`KERNEL_SOURCES`) and the settings that change machine code (bounds checking, optimisation
+level, NumPy's version).  An index holds the entries of one digest: saving under a new one drops the
+others, so a cache does not grow with every pull.
 
-:class:`KernelCache` closes both ends:
-
-* a result loaded from the cache gets its ``reload_init`` back on its library, so every kernel that
-  links it inherits its ``Load`` entries, whatever process compiled it;
-* a cached result is used only if every symbol its machine code declares is registered by one of its
-  ``Load`` entries, and it is the signature it was asked for (two processes compiling two signatures of
-  one kernel at once can swap Numba's data files); otherwise it is a cache miss and the kernel is
-  compiled again, and the cache entry replaced.  A result is saved only if the same holds.
-
-The check reads the names in the object code, before Numba hands it to LLVM: a missing symbol never
-reaches the dynamic linker, where it would poison every later link of the process.
+**Healing.**  A cache is an optimisation, never a risk.  Each data file carries a digest of its payload
+and of the entry it was written for: a truncated, zero-filled or flipped file, or one holding another
+kernel's entry (two processes writing at once, files swapped), is a miss; so is an entry whose loading
+raises for any reason (a callee that no longer fits).  The kernel is compiled again and the entry
+replaced, with one :class:`~fastsm.exceptions.CacheWarning` naming a damaged file.  A save that fails
+(no space, a file-size limit, permissions, a read-only file system) leaves the compiled kernel in use
+in memory, with one warning per process naming the cache folder.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import itertools
+import os
+import pickle
 import re
 import warnings
 from typing import Any
 
-from numba.core.caching import CompileResultCacheImpl, FunctionCache
+import numba
+import numpy as np
+from numba.core.caching import CompileResultCacheImpl, FunctionCache, IndexDataCacheFile
 from numba.core.errors import NumbaWarning
 from numba.core.registry import CPUDispatcher
-from numba.core.sigutils import normalize_signature
+
+from fastsm.exceptions import CacheWarning
 
 #: Prefix of the symbols of kernels called by symbol.
 SYMBOL_PREFIX = "fastsm."
 
 _SYMBOL = re.compile(re.escape(SYMBOL_PREFIX.encode()) + rb"[A-Za-z_][A-Za-z0-9_]*\.[0-9a-f]{32}")
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__))
+
+#: The package's files (relative to it; a folder means its ``*.py``) that kernels are compiled from or
+#: read at compile time: every kernel module, the constants they freeze, and this module (the symbols).
+#: ``tests/test_cache.py`` checks that every kernel, and every module a kernel module imports from
+#: fastsm, lies here.
+KERNEL_SOURCES: tuple[str, ...] = ("_kernels", "config.py", "_lapack.py", "_cache.py")
+
+#: First bytes of a data file written by :class:`EntryFile`.
+_MAGIC = b"fastsm-entry-1\n"
+_DIGEST = 16
 
 
 def symbol(module: str, name: str, argtypes: tuple) -> str:
@@ -65,12 +86,125 @@ def declared_symbols(library) -> set[str]:
             if fn.is_declaration and _SYMBOL.fullmatch(fn.name.encode())}
 
 
+def kernel_source_files(package: str = _PACKAGE) -> list[str]:
+    """The files of :data:`KERNEL_SOURCES`, sorted, as paths relative to ``package``."""
+    files = []
+    for entry in KERNEL_SOURCES:
+        path = os.path.join(package, entry)
+        if os.path.isdir(path):
+            files += [os.path.join(entry, f) for f in os.listdir(path) if f.endswith(".py")]
+        else:
+            files.append(entry)
+    return sorted(files)
+
+
+@functools.cache
+def sources_digest(package: str = _PACKAGE) -> str:
+    """A digest of the kernel sources' names and contents, read once per process (as the kernels are
+    imported: the first kernel's cache computes it)."""
+    h = hashlib.blake2b(digest_size=_DIGEST)
+    for name in kernel_source_files(package):
+        with open(os.path.join(package, name), "rb") as f:
+            h.update(name.encode() + b"\0" + f.read() + b"\0")
+    return h.hexdigest()
+
+
+def code_settings() -> tuple:
+    """The settings of this process that change a kernel's machine code and that Numba's own key leaves out
+    (it holds the target CPU and Numba's version)."""
+    c = numba.config
+    return (c.BOUNDSCHECK, repr(c.OPT), c.LOOP_VECTORIZE, c.SLP_VECTORIZE, c.DEBUGINFO_DEFAULT, c.USING_SVML,
+            c.EXTEND_VARIABLE_LIFETIMES, np.__version__)
+
+
+def build_key() -> tuple:
+    """What :class:`KernelCache` adds to Numba's key: ``(sources_digest(), code_settings())``."""
+    return sources_digest(), code_settings()
+
+
 class StaleEntry(RuntimeError):
     """A cached kernel was compiled against a callee that has changed since: the entry is not used."""
 
 
+class DamagedEntry(RuntimeError):
+    """A cache file cannot be read back as it was written."""
+
+
+def pack_entry(tag: bytes, body: bytes) -> bytes:
+    """A data file's bytes: ``_MAGIC``, the entry's ``tag`` (a digest of what it was written for), the digest of
+    ``body``, then ``body`` (the pickled payload)."""
+    return _MAGIC + tag + hashlib.blake2b(body, digest_size=_DIGEST).digest() + body
+
+
+def unpack_entry(data: bytes, path: str) -> tuple[bytes, memoryview]:
+    """``(tag, body)`` of :func:`pack_entry`'s bytes; :class:`DamagedEntry` naming ``path`` if they are not."""
+    n, head = len(_MAGIC), len(_MAGIC) + 2 * _DIGEST
+    if len(data) < head or data[:n] != _MAGIC:
+        raise DamagedEntry(f"{path}: not a fastsm cache entry ({len(data)} bytes)")
+    body = memoryview(data)[head:]
+    if hashlib.blake2b(body, digest_size=_DIGEST).digest() != data[n + _DIGEST:head]:
+        raise DamagedEntry(f"{path}: its contents do not match their digest ({len(data)} bytes)")
+    return data[n:n + _DIGEST], body
+
+
+def _generation(key: Any) -> Any:
+    """The sources digest a key was made with (``None`` for a key without one: Numba's own)."""
+    return key[3][0] if isinstance(key, tuple) and len(key) == 4 else None
+
+
+class EntryFile(IndexDataCacheFile):
+    """Numba's index and data files, each data file checked against its payload and entry.
+
+    A data file is :func:`pack_entry`'s, tagged with a digest of the index file's name and the key.
+    """
+
+    def index(self, *, strict: bool) -> dict:
+        """The index's entries; a damaged index raises :class:`DamagedEntry` if ``strict``, else reads empty
+        (the next save writes it anew)."""
+        try:
+            return self._load_index()
+        except Exception as err:
+            if strict:
+                raise DamagedEntry(f"{self._index_path}: {err!r}") from err
+            return {}
+
+    def _tag(self, key: Any) -> bytes:
+        return hashlib.blake2b(f"{self._index_name}{key!r}".encode(), digest_size=_DIGEST).digest()
+
+    def entry_path(self, key: Any) -> str | None:
+        """The data file the index names for ``key``, or ``None``."""
+        name = self.index(strict=True).get(key)
+        return None if name is None else self._data_path(name)
+
+    def read(self, path: str, key: Any) -> Any:
+        """The payload in ``path`` if written for ``key`` (``None`` if for another entry, or removed since the
+        index was read); :class:`DamagedEntry` if the file is not what was written."""
+        try:
+            with open(path, "rb") as f:
+                tag, body = unpack_entry(f.read(), path)
+        except FileNotFoundError:
+            return None
+        return pickle.loads(body) if tag == self._tag(key) else None
+
+    def load(self, key: Any) -> Any:
+        path = self.entry_path(key)
+        return None if path is None else self.read(path, key)
+
+    def save(self, key: Any, data: Any) -> None:
+        overloads = self.index(strict=False)
+        name = overloads.get(key)
+        if name is None:
+            overloads = {k: v for k, v in overloads.items() if _generation(k) == _generation(key)}
+            used = set(overloads.values())
+            name = next(n for n in map(self._data_name, itertools.count(1)) if n not in used)
+            overloads[key] = name
+            self._save_index(overloads)
+        with self._open_for_write(self._data_path(name)) as f:
+            f.write(pack_entry(self._tag(key), self._dump(data)))
+
+
 class KernelCacheImpl(CompileResultCacheImpl):
-    """Numba's compile-result cache, with the checks and the ``reload_init`` of the module docstring."""
+    """Numba's compile-result cache, with the symbol check and the ``reload_init`` of the module docstring."""
 
     def rebuild(self, target_context, payload):
         libdata, reload_init = payload[0], payload[7]
@@ -96,17 +230,50 @@ class KernelCacheImpl(CompileResultCacheImpl):
 
 
 class KernelCache(FunctionCache):
-    """:class:`KernelCacheImpl`'s cache; a data file holding another signature than its index says is a miss."""
+    """:class:`KernelCacheImpl`'s cache in :class:`EntryFile` files, keyed also on :func:`build_key`; an entry
+    that cannot be used is a miss, a save that fails a warning (module docstring)."""
 
     _impl_class = KernelCacheImpl
 
-    def _load_overload(self, sig, target_context):
+    def __init__(self, py_func) -> None:
+        super().__init__(py_func)
+        sources_digest()  # as the kernel's module is imported: the sources this process runs
+        self._cache_file = EntryFile(self._cache_path, self._impl.filename_base,
+                                     self._impl.locator.get_source_stamp())
+
+    def _index_key(self, sig, codegen):
+        return (*super()._index_key(sig, codegen), build_key())
+
+    def load_overload(self, sig, target_context):
         if not self._enabled:
             return None
-        data = self._cache_file.load(self._index_key(sig, target_context.codegen()))
-        if data is None or tuple(data[3].args) != tuple(normalize_signature(sig)[0]):
+        target_context.refresh()
+        path = None
+        try:
+            key = self._index_key(sig, target_context.codegen())
+            path = self._cache_file.entry_path(key)
+            payload = None if path is None else self._cache_file.read(path, key)
+            return None if payload is None else self._impl.rebuild(target_context, payload)
+        except Exception as err:
+            what = str(err) if isinstance(err, DamagedEntry) else f"{path or 'index'}: {type(err).__name__}: {err}"
+            warnings.warn(f"fastsm: a Numba cache entry of {self._py_func.__qualname__} could not be used, so it "
+                          f"is compiled again and replaced: {what}", CacheWarning, stacklevel=2)
             return None
-        return self._impl.rebuild(target_context, data)
+
+    def save_overload(self, sig, data):
+        try:
+            self._save_overload(sig, data)
+        except Exception as err:
+            reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+            save_failed(numba.config.CACHE_DIR or self._cache_path, f"{type(err).__name__}: {reason}")
+
+
+@functools.cache
+def save_failed(folder: str, reason: str) -> None:
+    """Warn once per process, folder and reason that compiled kernels could not be saved to the cache."""
+    warnings.warn(f"fastsm could not save compiled kernels to Numba's cache in {folder} ({reason}): they run from "
+                  "memory in this process and are compiled again in the next. Free space there, or set "
+                  "NUMBA_CACHE_DIR to a writable folder with space.", CacheWarning, stacklevel=3)
 
 
 class Kernel(CPUDispatcher):

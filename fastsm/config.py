@@ -16,6 +16,7 @@ from typing import Any
 import numba
 
 from fastsm._cache import InternalKernel, Kernel
+from fastsm.exceptions import CacheWarning
 
 #: LLVM fast-math flags used by every kernel: ``nsz`` only.  Every flag that lets LLVM choose
 #: the rounding — ``arcp`` (``a / b`` -> ``a * (1 / b)``), ``reassoc`` (reordered, vectorised
@@ -213,5 +214,5 @@ def uncached_warning() -> None:
     """Warn once per process that the kernels compile in memory only."""
     warnings.warn("fastsm's kernels cannot be cached: Numba finds no writable folder next to the package or in "
                   "the user's cache folder, so every process compiles them again (about 16 s before the first "
-                  "prediction). Set NUMBA_CACHE_DIR to a writable folder to cache them.", RuntimeWarning,
+                  "prediction). Set NUMBA_CACHE_DIR to a writable folder to cache them.", CacheWarning,
                   stacklevel=4)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from numba.core import types
 
-from fastsm._cache import StaleEntry, symbol
+from fastsm._cache import StaleEntry, pack_entry, symbol, unpack_entry
 from fastsm._kernels.shared import Load
 
 MODULE = textwrap.dedent("""
@@ -136,10 +136,12 @@ def test_a_kernel_linking_a_cached_caller_inherits_its_loads(example, tmp_path):
 
 
 def _rewrite_entries(cache: Path, pattern: str, edit) -> int:
-    """Apply ``edit`` to the payload of every Numba data file matching ``pattern``; returns how many."""
+    """Apply ``edit`` to the payload of every data file matching ``pattern``, keeping each a well-formed entry of
+    its key (:func:`fastsm._cache.pack_entry`); returns how many."""
     files = sorted(cache.rglob(pattern))
     for path in files:
-        path.write_bytes(pickle.dumps(edit(pickle.loads(path.read_bytes())), protocol=-1))
+        tag, body = unpack_entry(path.read_bytes(), str(path))
+        path.write_bytes(pack_entry(tag, pickle.dumps(edit(pickle.loads(body)), protocol=-1)))
     return len(files)
 
 
@@ -157,7 +159,8 @@ def test_an_entry_without_its_loads_is_compiled_again(example, tmp_path):
 
 def test_a_data_file_of_another_signature_is_a_miss(example, tmp_path):
     """Two processes compiling two signatures of one kernel at once can leave Numba's index naming the other
-    one's data file: such an entry is compiled again, not called with the wrong types."""
+    one's data file: such an entry is compiled again (its tag is another key's), not called with the wrong
+    types, and silently: nothing is damaged."""
     folder, _ = example
     cache = tmp_path / "numba"
     env = dict(os.environ, NUMBA_CACHE_DIR=str(cache))
