@@ -2,6 +2,14 @@
 
 import numba as _numba
 
+#: The oldest Numba release fastsm runs on (pyproject.toml's floor): its kernel cache keeps the callees' loads
+#: on each compiled library (``CodeLibrary._reload_init``), which Numba 0.63 introduced (fastsm/_cache.py).
+_NUMBA_FLOOR = (0, 63)
+
+_numba_release = tuple(int("".join(c for c in part if c.isdigit()) or 0) for part in _numba.__version__.split(".")[:2])
+if _numba_release < _NUMBA_FLOOR:
+    raise ImportError(f"fastsm needs Numba >= {_NUMBA_FLOOR[0]}.{_NUMBA_FLOOR[1]}, and Numba {_numba.__version__} is "
+                      f"installed: pip install 'numba>={_NUMBA_FLOOR[0]}.{_NUMBA_FLOOR[1]}'")
 if _numba.config.DISABLE_JIT:  # type: ignore[attr-defined]
     raise ImportError("fastsm's kernels need Numba's compiler, and NUMBA_DISABLE_JIT=1 turns it off (their LAPACK "
                       "bindings and calls between kernels have no pure-Python form): unset NUMBA_DISABLE_JIT")

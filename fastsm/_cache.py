@@ -112,7 +112,7 @@ def sources_digest(package: str = _PACKAGE) -> str:
 def code_settings() -> tuple:
     """The settings of this process that change a kernel's machine code and that Numba's own key leaves out
     (it holds the target CPU and Numba's version)."""
-    c = numba.config
+    c: Any = numba.config  # its settings are not in numba's stubs
     return (c.BOUNDSCHECK, repr(c.OPT), c.LOOP_VECTORIZE, c.SLP_VECTORIZE, c.DEBUGINFO_DEFAULT, c.USING_SVML,
             c.EXTEND_VARIABLE_LIFETIMES, np.__version__)
 

@@ -2,9 +2,10 @@
 change it; an entry that cannot be used is a miss, compiled again and replaced; a save that fails leaves
 the kernel running from memory.
 
-Each test runs small kernels (:data:`cache_copies.EXAMPLE`, three files of a copy of the package) in fresh
-processes on a fresh cache, and compares every answer with the one a fresh cache gives.  The same scenarios
-on the package's own kernels: ``tests/test_cache_history.py`` (CI's history step).
+Each scenario runs small kernels (:data:`cache_copies.EXAMPLE`, three files of a copy of the package) in
+fresh processes on a fresh cache, and compares every answer with the one a fresh cache gives: marker
+``history`` (deselected by default, CI's history step runs them, ~40 s), beside the same scenarios on the
+package's own kernels in ``tests/test_cache_history.py``.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ def _all_hits(out: dict) -> bool:
     return all(misses == 0 for _, misses in out["stats"].values()) and out["warnings"] == []
 
 
+@pytest.mark.history
 def test_an_edit_of_a_linked_kernel_in_another_file_is_a_miss(copy, tmp_path):
     """``offset`` is linked into ``total`` and ``outer``, whose files do not change; on d4a9171 (Numba's key: the
     kernel's own file) the later process gave the pre-edit 44.0 and 22.0."""
@@ -61,6 +63,7 @@ def test_an_edit_of_a_linked_kernel_in_another_file_is_a_miss(copy, tmp_path):
     assert _all_hits(run_example(copy, cache))
 
 
+@pytest.mark.history
 def test_a_callee_whose_signature_changed_is_a_miss(copy, tmp_path):
     """``weights`` (called by symbol) gains an argument, and its caller ``total`` is updated; ``outer``'s file does
     not change.  On d4a9171 every later process failed: ``TypeError: Signature mismatch`` from the cached
@@ -75,6 +78,7 @@ def test_a_callee_whose_signature_changed_is_a_miss(copy, tmp_path):
     assert _all_hits(run_example(copy, cache))
 
 
+@pytest.mark.history
 def test_damaged_files_are_misses_with_one_warning_each(copy, tmp_path):
     """Each damage a crash, a full disk or a power loss mid-write leaves, to a data file of its own kernel, and an
     index cut short.  On d4a9171 each failed every later process (UnpicklingError, invalid load key, EOFError, or
@@ -100,6 +104,7 @@ def test_damaged_files_are_misses_with_one_warning_each(copy, tmp_path):
     assert _all_hits(run_example(copy, cache))
 
 
+@pytest.mark.history
 def test_entries_of_one_signature_swapped_are_misses(copy, tmp_path):
     """``total`` and ``outer`` take the same argument types; their data files swapped (as two processes writing at
     once can leave them) are each compiled again, silently.  On d4a9171 the process gave ``total``'s 22.0 for
@@ -116,6 +121,7 @@ def test_entries_of_one_signature_swapped_are_misses(copy, tmp_path):
     assert _all_hits(run_example(copy, cache))
 
 
+@pytest.mark.history
 def test_a_save_that_fails_runs_from_memory_with_one_warning(copy, tmp_path):
     """No byte can be written (a file-size limit of 0: ``OSError: [Errno 27] File too large``, what a full disk
     gives too).  On d4a9171 the first call raised it from Numba's ``save_overload``, after compiling."""
@@ -129,6 +135,7 @@ def test_a_save_that_fails_runs_from_memory_with_one_warning(copy, tmp_path):
     assert later["result"] == RESULTS and later["stats"]["outer"] == [0, 1] and later["warnings"] == []
 
 
+@pytest.mark.history
 def test_bounds_checking_is_in_the_key(copy, tmp_path):
     """A process with ``NUMBA_BOUNDSCHECK=1`` gets checked code, whatever the cache holds; on d4a9171 it loaded the
     unchecked entry and read past the array."""
@@ -139,6 +146,7 @@ def test_bounds_checking_is_in_the_key(copy, tmp_path):
     assert _all_hits(run_example(copy, cache, "2"))
 
 
+@pytest.mark.history
 def test_an_index_keeps_one_generation_of_the_sources(copy, tmp_path):
     """Saving after an edit drops the entries of the earlier sources: the cache does not grow with every pull."""
     cache = tmp_path / "cache"

@@ -61,3 +61,12 @@ def test_version_and_reprs(toy300):
     m = tgp.fit(Xtr, Ytr)
     assert len(repr(m)) < 300 and len(repr(tgp.predict(m, Xte[:3], method="kl"))) < 200
     assert "toy1" in datasets.__all__ and "gmm_manifold" in datasets.__all__
+
+
+def test_a_numba_below_the_floor_gets_an_import_error_naming_it():
+    """#75: Numba 0.59-0.62 (then admitted) failed in fastsm/_cache.py with an AttributeError at the first kernel."""
+    floor = re.search(r'"numba>=([0-9.]+)"', (ROOT / "pyproject.toml").read_text()).group(1)
+    assert fastsm._NUMBA_FLOOR == tuple(int(p) for p in floor.split("."))
+    run = run_python("import numba; numba.__version__ = '0.62.1'; import fastsm")
+    assert run.returncode != 0
+    assert f"ImportError: fastsm needs Numba >= {floor}, and Numba 0.62.1 is installed" in run.stderr
