@@ -82,17 +82,20 @@ def run(n_train: int, n_test: int, k: int, region_size: int | None, subsample: i
 
 
 def run_per_point(n_train: int, n_test: int, k: int, threads: int | None, seed: int = 0, dx: int = 10,
-                  dy: int = 8, latent: int = 3, dask_workers: int = 0) -> dict:
-    """Fit and predict every test point with per-point KNN models (``share="none"``); returns the figures."""
+                  dy: int = 8, latent: int = 3, dask_workers: int = 0, share: str = "none") -> dict:
+    """Fit and predict every test point with KNN models (``share``; ``"default"``: ``fit_local``'s, not passed);
+    returns the figures."""
     X, Xt, Y, Yt = datasets.smooth_manifold(seed, n_train=n_train, n_test=n_test, dx=dx, dy=dy, latent=latent)
-    tgp.predict(tgp.fit_local(X[:300], Y[:300], PARAMS, n_neighbors=50, share="none"), Xt[:4], method="sm")
+    options = {} if share == "default" else {"share": share}
+    tgp.predict(tgp.fit_local(X[:300], Y[:300], PARAMS, n_neighbors=50, **options), Xt[:4], method="sm")
     t0 = time.perf_counter()
-    model = tgp.fit_local(X, Y, PARAMS, n_neighbors=k, share="none")
+    model = tgp.fit_local(X, Y, PARAMS, n_neighbors=k, **options)
     t_fit = time.perf_counter() - t0
     t0 = time.perf_counter()
     pred = tgp.predict(model, Xt, method="sm", threads=threads)
     t_predict = time.perf_counter() - t0
     out = {"n_train": n_train, "n_test": n_test, "k": k, "dx": dx, "dy": dy, "fit": t_fit, "predict": t_predict,
+           "share": share if share != "default" else f"default: {model.share}",
            "peak_mib": _vm("VmHWM"), "errors": _errors(pred.y, Yt), "n_eval": float(pred.n_eval.mean()),
            "converged": float(pred.converged.mean()), "extrapolated": int(pred.extrapolated.sum()), "dask": None}
     if dask_workers:
@@ -112,7 +115,7 @@ def run_per_point(n_train: int, n_test: int, k: int, threads: int | None, seed: 
 
 def report_per_point(r: dict) -> None:
     print(f"N = {r['n_train']}, {r['n_test']} test points, dx = {r['dx']}, dy = {r['dy']}, SMTGP, K = {r['k']}, "
-          f"per-point KNN models (share='none')")
+          f"KNN models (share {r['share']!r})")
     print(f"  fit {r['fit']:.2f} s + predict {r['predict']:.2f} s = {r['fit'] + r['predict']:.2f} s; "
           f"peak memory {r['peak_mib']:.0f} MiB; test MAE {r['errors'][0]:.8f}, RMSE {r['errors'][1]:.8f}; "
           f"{r['n_eval']:.2f} evaluations a point, converged {r['converged']:.4f}; extrapolated {r['extrapolated']}")
@@ -150,15 +153,15 @@ def main(argv=None) -> None:
     ap.add_argument("--dx", type=int, default=10)
     ap.add_argument("--dy", type=int, default=8)
     ap.add_argument("--latent", type=int, default=3)
-    ap.add_argument("--share", choices=("region", "none"), default="region",
-                    help="region: region models, per-point ones on --subsample points; none: per-point models only, "
-                         "on every test point")
+    ap.add_argument("--share", choices=("region", "none", "default", "exact", "cluster"), default="region",
+                    help="region: region models, per-point ones on --subsample points; none, exact, cluster: that mode "
+                         "on every test point; default: fit_local's default mode (share not passed)")
     ap.add_argument("--dask", type=int, default=0, metavar="WORKERS",
                     help="with --share none: predict again on a LocalCluster of WORKERS processes")
     a = ap.parse_args(argv)
-    if a.share == "none":
+    if a.share != "region":
         report_per_point(run_per_point(a.n_train, a.n_test, a.k, a.threads, dx=a.dx, dy=a.dy, latent=a.latent,
-                                       dask_workers=a.dask))
+                                       dask_workers=a.dask, share=a.share))
         return
     report(run(a.n_train, a.n_test, a.k, a.region_size, a.subsample, a.threads, dx=a.dx, dy=a.dy, latent=a.latent))
 

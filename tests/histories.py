@@ -30,7 +30,7 @@ WORKLOADS: dict[str, str] = {
     "global_sm": "out(tgp.predict(tgp.fit(X, Y, P), Xt, method='sm'))",
     "global_kl_ikl": "m = tgp.fit(X, Y, P); out(tgp.predict(m, Xt, method='kl'), tgp.predict(m, Xt, method='ikl'))",
     "knn_none_sm": "out(tgp.predict(tgp.fit_local(X, Y, P, n_neighbors=25, share='none'), Xt, method='sm'))",
-    "knn_exact_kl": "out(tgp.predict(tgp.fit_local(X, Y, P, n_neighbors=30), Xt, method='kl'))",
+    "knn_exact_kl": "out(tgp.predict(tgp.fit_local(X, Y, P, n_neighbors=30, share='exact'), Xt, method='kl'))",
     "region_sm": "out(tgp.predict(tgp.fit_local(X, Y, P, n_neighbors=40, share='region'), Xt, method='sm'))",
     "cluster_ikl": "out(tgp.predict(tgp.fit_local(X, Y, P, n_neighbors=40, share='cluster', group_size=8), Xt, "
                    "method='ikl'))",

@@ -64,7 +64,22 @@ def test_exact_sharing_changes_nothing_and_threads_change_nothing(data):
     np.testing.assert_array_equal(a.y, b.y)
     from fastsm.tgp.neighbours import neighbour_groups
 
-    assert len(neighbour_groups(tgp.fit_local(X, Y, PARAMS, n_neighbors=30), Xq)) <= len(Xt)
+    assert len(neighbour_groups(tgp.fit_local(X, Y, PARAMS, n_neighbors=30, share="exact"), Xq)) <= len(Xt)
+
+
+@pytest.mark.determinism
+@pytest.mark.parametrize("method", ["kl", "ikl", "sm"])
+def test_the_default_is_share_none_bitwise(data, method):
+    """#75: ``fit_local``'s default is the fast mode (``"none"``: KLTGP and SMTGP in the blocked KNN kernel),
+    and ``"exact"`` (the default up to d4a9171) gives bitwise its predictions."""
+    X, Xt, Y, _ = data
+    default = tgp.fit_local(X, Y, PARAMS, n_neighbors=30)
+    assert default.share == "none"
+    d = tgp.predict(default, Xt, method=method)
+    for share in ("none", "exact"):
+        p = tgp.predict(tgp.fit_local(X, Y, PARAMS, n_neighbors=30, share=share), Xt, method=method)
+        for name in ("y", "log_certainty", "objective", "n_eval", "converged"):
+            np.testing.assert_array_equal(getattr(d, name), getattr(p, name), err_msg=f"{share}: {name}")
 
 
 def test_cluster_sharing_contains_each_points_neighbours(data):

@@ -7,9 +7,13 @@ the groups in flight, not by ``N``.
 
 What is shared (``share=``):
 
-* ``"none"`` — one factorisation per test point;
-* ``"exact"`` (default) — test points whose neighbour sets coincide share one
-  factorisation; the predictions are bitwise those of ``"none"``;
+* ``"none"`` (default) — one factorisation per test point; KLTGP and SMTGP run
+  many points per GIL-free kernel call (:func:`fastsm._kernels.knn.knn_rows`):
+  the fastest mode on continuous inputs, where no two test points share a
+  neighbour set (the 10^6-point job: docs/scale.md);
+* ``"exact"`` — test points whose neighbour sets coincide share one
+  factorisation (inputs on a grid, repeated test inputs), each group through
+  the global model's path; the predictions are bitwise those of ``"none"``;
 * ``"cluster"`` (beyond the paper) — test points are clustered (k-means on
   the test inputs, about ``group_size`` per cluster) and each cluster's
   model is fitted on the *union* of its members' neighbour sets: fewer, larger
@@ -75,7 +79,7 @@ from fastsm.tgp.views import eta_floor, with_row_products
 
 
 def fit_local(X: ArrayLike, Y: ArrayLike, params: TGPParams | None = None, *, n_neighbors: int = 800,
-              share: str = "exact",
+              share: str = "none",
               group_size: int = 32, region_size: int | None = None, cache_bytes: int | None = None,
               eager: bool = False, threads: int | None = None, sample_weight: ArrayLike | None = None) -> LocalTGPModel:
     """A KNN-local twin GP: each test point gets the model of its ``n_neighbors`` nearest training inputs.
@@ -87,8 +91,10 @@ def fit_local(X: ArrayLike, Y: ArrayLike, params: TGPParams | None = None, *, n_
     n_neighbors : int
         ``K`` ([SM] §5.1.4 uses 800); ``dy + 1 <= K <= N``.  ``K = N`` is the
         global model.
-    share : {"exact", "none", "cluster", "region"}
-        Factorisations shared between test points (module docstring).
+    share : {"none", "exact", "cluster", "region"}
+        Factorisations shared between test points (module docstring); ``"none"``, the
+        default, is the fastest on continuous inputs, ``"exact"`` gives bitwise its
+        predictions and merges test points whose neighbour sets coincide.
     group_size : int
         Test points per cluster for ``share="cluster"``.
     region_size : int, optional
