@@ -53,7 +53,7 @@ class _TwinGPPredictMixin:
     _METHODS: tuple[str, ...] = ("sm", "kl", "ikl")
     # the estimators' parameters (set by their __init__)
     method: str
-    max_iter: int
+    max_iter: int | None
     tol: float
     n_jobs: int | None
 
@@ -136,8 +136,8 @@ class TwinGPRegressor(_TwinGPPredictMixin, RegressorMixin, BaseEstimator):
     set): within 0.03 R² of :class:`TwinGPRegressorCV` on every task of the
     real-data panel at a few per cent of its fit time, units-free
     (docs/selection.md, "TwinGPRegressor()'s defaults").  Numbers skip it.
-    max_iter, tol : int, float
-        Optimiser limits per test point (:func:`fastsm.tgp.predict`).
+    max_iter, tol : int or None, float
+        Optimiser limits per test point (:func:`fastsm.tgp.predict`; ``max_iter=None``: 50 + 2 dy).
     n_jobs : int, optional
         Threads (``None`` or ``-1``: all cores).  Results do not depend on it.
 
@@ -165,7 +165,7 @@ class TwinGPRegressor(_TwinGPPredictMixin, RegressorMixin, BaseEstimator):
 
     def __init__(self, method: str = "kl", alpha: float = 0.9, beta: float = 1.5, gamma_x: float | str = "auto",
                  gamma_y: float | str = "0.5*scale", lambda_x: float | str = "auto", lambda_y: float = 1.0,
-                 max_iter: int = config.DEFAULT_MAX_ITER, tol: float = config.DEFAULT_TOL, n_jobs: int | None = None):
+                 max_iter: int | None = None, tol: float = config.DEFAULT_TOL, n_jobs: int | None = None):
         self.method = method
         self.alpha = alpha
         self.beta = beta
@@ -267,7 +267,7 @@ class TwinGPRegressorCV(_TwinGPPredictMixin, RegressorMixin, BaseEstimator):
 
     def __init__(self, method="auto", alphas=DEFAULT_ALPHAS, betas=(1.5,), gammas_x=None, gammas_y=None,
                  lambdas_x=None, lambdas_y=None, cv="loo", scoring="mse", search="auto",
-                 max_iter=config.DEFAULT_MAX_ITER, tol=config.DEFAULT_TOL, n_jobs=None):
+                 max_iter=None, tol=config.DEFAULT_TOL, n_jobs=None):
         self.method = method
         self.alphas = alphas
         self.betas = betas

@@ -16,13 +16,32 @@ def test_compile_runs_every_kernel_family_with_a_progress_line_each(capsys):
 
     names = [name for name, _ in _steps(1)]
     assert len(set(names)) == len(names) >= 10
-    assert main(["compile", "--threads", "1"]) == 0
+    assert main(["compile", "--threads", "1", "--jobs", "1"]) == 0
     out = capsys.readouterr().out.splitlines()
+    assert "in this process" in out[0]
     lines = [ln for ln in out if ln.startswith("[")]
     assert len(lines) == len(names)
     for k, (line, name) in enumerate(zip(lines, names, strict=True), 1):
         assert re.fullmatch(rf"\[ ?{k}/{len(names)}\] {re.escape(name)} \.\.\. \d+\.\d s", line), line
     assert re.fullmatch(r"kernels ready in \d+\.\d s", out[-1])
+
+
+def test_compile_runs_its_steps_in_processes_side_by_side(capsys):
+    """#75: ``compile``'s steps are self-contained and run in ``--jobs`` processes, each reported once."""
+    from fastsm.cli.compile import _steps
+
+    names = [name for name, _ in _steps(1)]
+    assert main(["compile", "--threads", "1", "--jobs", "2"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "in 2 processes" in out[0]
+    done = {}
+    for line in out[1:-1]:
+        m = re.fullmatch(r"\[ ?(\d+)/(\d+)\] (.+) \.\.\. \d+\.\d s", line)
+        assert m and int(m.group(2)) == len(names), line
+        done[int(m.group(1))] = m.group(3)
+    assert done == {k: name for k, name in enumerate(names, 1)}
+    with pytest.raises(SystemExit):
+        main(["compile", "--jobs", "0"])
 
 
 def test_euclidean_error_is_the_row_norm():

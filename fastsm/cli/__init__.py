@@ -43,11 +43,15 @@ def main(argv: list[str] | None = None) -> int:
     warm = sub.add_parser("compile", help="compile (or load from Numba's cache) every kernel family once, with "
                                           "progress: for container images and new cluster workers")
     warm.add_argument("--threads", type=int, default=None)
+    warm.add_argument("--jobs", type=int, default=None,
+                      help="processes compiling side by side (default: one per core; 1: in this process)")
     args = parser.parse_args(argv)
     if args.command == "compile":
         from fastsm.cli.compile import main as compile_main
 
-        return compile_main(threads=args.threads)
+        if args.jobs is not None and args.jobs < 1:
+            parser.error(f"--jobs must be >= 1, got {args.jobs}")
+        return compile_main(threads=args.threads, jobs=args.jobs)
     if args.command == "demo":
         from fastsm.cli.demo import format_table, run
 

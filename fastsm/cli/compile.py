@@ -4,13 +4,19 @@ For container images, CI jobs and the workers of a new cluster: run it once wher
 installed, and later processes load the kernels from the cache (Numba's ``__pycache__`` next to
 the modules, or ``NUMBA_CACHE_DIR``) instead of compiling them on their first call.  Each step is
 a small call of one public entry point on built-in data; the table lists what each took.
+
+Compiling is single-threaded, so the steps run in ``jobs`` processes side by side (default: one per
+core), sharing the cache (docs/architecture.md, "A sound kernel cache"); each step is self-contained.
 """
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import time
 import warnings
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
 
 import numpy as np
 
@@ -27,13 +33,19 @@ def _steps(threads: int | None) -> list[tuple[str, Callable[[], object]]]:
         state["model"] = tgp.fit(X, Y, **kw)
         state["multi"] = tgp.fit(Xs, Ys, **kw)
 
+    def fitted():
+        if "model" not in state:
+            fit()
+
     def predict(method):
         def run():
+            fitted()
             tgp.predict(state["model"], Xt, method=method, **kw)
             tgp.predict(state["multi"], Xst, method=method, **kw)
         return run
 
     def loo():
+        fitted()
         for method in ("kl", "ikl", "sm"):
             tgp.loo_predict(state["model"], method=method, max_iter=3, **kw)
 
@@ -45,6 +57,7 @@ def _steps(threads: int | None) -> list[tuple[str, Callable[[], object]]]:
         return run
 
     def updates():
+        fitted()
         m = tgp.partial_fit(state["model"], Xt[:2], Y[:2], **kw)
         tgp.remove(m, [0, 1], **kw)
         tgp.objective(state["model"], Xt, Y[:6], method="sm", **kw)
@@ -88,15 +101,42 @@ def _steps(threads: int | None) -> list[tuple[str, Callable[[], object]]]:
     ]
 
 
-def main(threads: int | None = None) -> int:
-    """Run every step, one progress line each (``[k/n] name ... seconds``), then the total."""
+def _run_step(k: int, threads: int | None) -> float:
+    """Seconds of step ``k`` of :func:`_steps` (a worker's task)."""
+    step = _steps(threads)[k][1]
+    t0 = time.perf_counter()
+    step()
+    return time.perf_counter() - t0
+
+
+def cores() -> int:
+    """Cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def main(threads: int | None = None, jobs: int | None = None) -> int:
+    """Run every step, one progress line each (``[k/n] name ... seconds``, in the order they finish), then
+    the total; ``jobs`` processes side by side (``None``: :func:`cores`; ``1``: in this process)."""
     steps = _steps(threads)
+    jobs = max(1, min(len(steps), cores() if jobs is None else int(jobs)))
     t_all = time.perf_counter()
-    print(f"fastsm compile: {len(steps)} kernel families (compiled on first use, loaded from Numba's cache after)")
-    for k, (name, step) in enumerate(steps, 1):
-        print(f"[{k:2d}/{len(steps)}] {name} ...", end="", flush=True)
-        t0 = time.perf_counter()
-        step()
-        print(f" {time.perf_counter() - t0:.1f} s", flush=True)
+    where = "in this process" if jobs == 1 else f"in {jobs} processes"
+    print(f"fastsm compile: {len(steps)} kernel families {where} (compiled on first use, loaded from Numba's "
+          "cache after)", flush=True)
+    if jobs == 1:
+        for k, (name, step) in enumerate(steps, 1):
+            print(f"[{k:2d}/{len(steps)}] {name} ...", end="", flush=True)
+            t0 = time.perf_counter()
+            step()
+            print(f" {time.perf_counter() - t0:.1f} s", flush=True)
+    else:
+        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            futures = {pool.submit(_run_step, k, threads): k for k in range(len(steps))}
+            for fut in as_completed(futures):
+                k = futures[fut]
+                print(f"[{k + 1:2d}/{len(steps)}] {steps[k][0]} ... {fut.result():.1f} s", flush=True)
     print(f"kernels ready in {time.perf_counter() - t_all:.1f} s")
     return 0

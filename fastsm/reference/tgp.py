@@ -197,7 +197,7 @@ def certainty(model, X, Y, *, threads=None, batch_size=None):
     return (1 - a) * np.log(eta_x) + a * np.log(eta_y) - np.log(eta_xy)
 
 
-def predict(model, X, *, method="sm", init=None, max_iter=config.DEFAULT_MAX_ITER, tol=config.DEFAULT_TOL,
+def predict(model, X, *, method="sm", init=None, max_iter=None, tol=config.DEFAULT_TOL,
             threads=None, optimizer="bfgs", trust_radius=config.DEFAULT_TRUST_RADIUS, batch_size=None) -> Prediction:
     """Twin of :func:`fastsm.tgp.predict`: a ``scipy.optimize.minimize`` per point.
 
@@ -215,6 +215,8 @@ def predict(model, X, *, method="sm", init=None, max_iter=config.DEFAULT_MAX_ITE
     model = _inverse(check_model(model))
     X = check_inputs(model, X)
     n, dy = len(X), model.Y.shape[1]
+    if max_iter is None:
+        max_iter = config.default_max_iter(dy)
     if init is None:
         init = "kl" if method in ("sm", "sm_cubic") else "linear"
     if isinstance(init, str):

@@ -92,7 +92,7 @@ def predict(
     *,
     method: Method = "sm",
     init: str | ArrayLike | None = None,
-    max_iter: int = config.DEFAULT_MAX_ITER,
+    max_iter: int | None = None,
     tol: float = config.DEFAULT_TOL,
     threads: int | None = None,
     optimizer: Literal["bfgs", "gd"] = "bfgs",
@@ -125,8 +125,11 @@ def predict(
         start leaves the training outputs' bounding box, the output of the
         nearest training input replaces it if the objective is lower there
         (a start far from the outputs can sit on a flat, spurious minimum).
-    max_iter : int
-        Maximum optimiser iterations per point (default 50, as [SM] §5.2).
+    max_iter : int, optional
+        Maximum optimiser iterations per point.  ``None`` (default): ``50 + 2 dy``
+        (:func:`fastsm.config.default_max_iter`): [SM] §5.2's 50, and room for the
+        ``dy`` or so iterations BFGS needs to learn the curvature of a ``dy``-dimensional
+        criterion (docs/performance.md, "An iteration budget that grows with dy").
     tol, ftol : float
         A point has converged when its last full step (one the line search
         did not shorten), or the quasi-Newton step it would take next, moves

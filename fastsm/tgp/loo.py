@@ -144,7 +144,7 @@ def loo_predict(
     *,
     method: LooMethod = "sm",
     init: str | ArrayLike | None = None,
-    max_iter: int = config.DEFAULT_MAX_ITER,
+    max_iter: int | None = None,
     tol: float = config.DEFAULT_TOL,
     threads: int | None = None,
     optimizer: Literal["bfgs", "gd"] = "bfgs",

@@ -19,12 +19,13 @@ class PredictOptions:
     :func:`dataclasses.replace` checks the fields it changes again.
 
     ``init`` is checked against the points where their number is known (:func:`fastsm.tgp.prediction.start`);
-    ``max_iter`` is capped at :data:`fastsm.config.MAX_ITER_CAP`.
+    ``max_iter`` is capped at :data:`fastsm.config.MAX_ITER_CAP`; ``None`` is
+    :func:`fastsm.config.default_max_iter` of the model's output dimension (:meth:`iterations`).
     """
 
     method: str = "sm"
     init: Any = None  # None, "linear", "kl" or an array of starts
-    max_iter: int = config.DEFAULT_MAX_ITER
+    max_iter: int | None = None
     tol: float = config.DEFAULT_TOL
     ftol: float = config.DEFAULT_FTOL
     trust_radius: float = config.DEFAULT_TRUST_RADIUS
@@ -37,7 +38,8 @@ class PredictOptions:
         check_choice("method", self.method, METHODS)
         check_choice("optimizer", self.optimizer, ("bfgs", "gd"))
         fields = {
-            "max_iter": min(check_int("max_iter", self.max_iter, low=0), config.MAX_ITER_CAP),
+            "max_iter": None if self.max_iter is None else min(check_int("max_iter", self.max_iter, low=0),
+                                                               config.MAX_ITER_CAP),
             "tol": check_scalar("tol", self.tol, low=0.0),
             "ftol": check_scalar("ftol", self.ftol, low=0.0),
             "trust_radius": check_scalar("trust_radius", self.trust_radius, low=0.0, low_open=True),
@@ -47,6 +49,10 @@ class PredictOptions:
             resolve_threads(self.threads)  # a TypeError or ValueError naming ``threads``
         for name, value in fields.items():  # normalised (e.g. numpy scalars to Python's)
             object.__setattr__(self, name, value)
+
+    def iterations(self, dy: int) -> int:
+        """The iteration budget per point for ``dy`` outputs: ``max_iter``, or the default rule's."""
+        return config.default_max_iter(dy) if self.max_iter is None else self.max_iter
 
     @property
     def bfgs(self) -> bool:

@@ -114,10 +114,11 @@ def supported_start(model: TGPModel, X: np.ndarray, Y0: np.ndarray, method: str,
     return predict_points(model, X, Y0, opts, held=held, spread=spread, loo=loo, certainty=False).y
 
 
-def kl_start_iterations(max_iter: int) -> int:
+def kl_start_iterations(max_iter: int | None) -> int:
     """KLTGP iterations of SMTGP's ``init="kl"`` start: at most :data:`fastsm.config.SM_START_ITER`
-    (the start need not be converged, SMTGP's own optimisation takes it from there)."""
-    return min(max_iter, config.SM_START_ITER)
+    (the start need not be converged, SMTGP's own optimisation takes it from there); ``None``: the default
+    budget, which is never below it."""
+    return config.SM_START_ITER if max_iter is None else min(max_iter, config.SM_START_ITER)
 
 
 def resolved_init(init, method: str):
@@ -232,7 +233,8 @@ def kernel_run(opts: PredictOptions, dy: int, given: bool = False, certainty: bo
     starts are given per point whatever ``opts.init`` says; ``certainty``: as :func:`predict_points`'s."""
     chosen = resolved_init(opts.init, opts.method)
     mode = GIVEN if given or not isinstance(chosen, str) else LINEAR if chosen == "linear" else KL_START
-    return Run(METHOD_CODE[opts.method], mode, opts.max_iter, kl_start_iterations(opts.max_iter), opts.tol, opts.ftol,
+    max_iter = opts.iterations(dy)
+    return Run(METHOD_CODE[opts.method], mode, max_iter, kl_start_iterations(max_iter), opts.tol, opts.ftol,
                opts.trust_radius, opts.bfgs, config.DEFAULT_WINDOW,
                opts.bfgs and opts.method == "sm" and dy <= config.SM_HESSIAN_MAX_DY, certainty)
 

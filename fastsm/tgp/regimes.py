@@ -101,7 +101,7 @@ def choose_regime(
     scored: LooMethod = "kl",
     sample_weight: ArrayLike | None = None,
     threads: int | None = None,
-    max_iter: int,
+    max_iter: int | None,
     tol: float,
 ) -> RegimeChoice:
     """The regime whose ``scored`` predictor has the smaller exact leave-one-out squared error.
@@ -150,7 +150,7 @@ def choose_regime(
 
 
 def fit_auto(X: np.ndarray, Y: np.ndarray, params: dict[str, Any], *, methods: tuple[str, ...],
-             sample_weight: ArrayLike | None = None, threads: int | None = None, max_iter: int,
+             sample_weight: ArrayLike | None = None, threads: int | None = None, max_iter: int | None,
              tol: float) -> tuple[TGPModel, RegimeChoice | None]:
     """:func:`fastsm.tgp.fit` with ``params``' ``"auto"`` entries chosen by :func:`choose_regime` first.
 

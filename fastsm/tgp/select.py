@@ -76,7 +76,7 @@ def select(
     scoring: str | Callable[[np.ndarray, np.ndarray], np.ndarray] = "mae",
     search: str = "grid",
     sample_weight: ArrayLike | None = None,
-    max_iter: int = config.DEFAULT_MAX_ITER,
+    max_iter: int | None = None,
     tol: float = config.DEFAULT_TOL,
     threads: int | None = None,
     random_state: int | None = 0,
