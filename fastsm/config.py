@@ -209,7 +209,6 @@ def kernel(*, parallel: bool = False, inline: bool = False, internal: bool = Fal
     return compile_kernel
 
 
-@functools.cache
 def default_max_iter(dy: int) -> int:
     """The iteration budget a prediction with ``dy`` outputs gets when ``max_iter`` is not given:
     :data:`DEFAULT_MAX_ITER` + ``2 dy``.
@@ -224,6 +223,7 @@ def default_max_iter(dy: int) -> int:
     return DEFAULT_MAX_ITER + 2 * int(dy)
 
 
+@functools.cache
 def uncached_warning() -> None:
     """Warn once per process that the kernels compile in memory only."""
     warnings.warn("fastsm's kernels cannot be cached: Numba finds no writable folder next to the package or in "

@@ -115,9 +115,9 @@ def bench_like(dy, n_train=400, n_test=60):
 
 def test_exact_curvature_converges_where_bfgs_alone_runs_out_of_iterations(monkeypatch):
     model, X = bench_like(16)
-    seeded = tgp.predict(model, X, method="sm")
+    seeded = tgp.predict(model, X, method="sm", max_iter=config.DEFAULT_MAX_ITER)  # a flat 50, as measured
     monkeypatch.setattr(config, "SM_HESSIAN_MAX_DY", 0)
-    plain = tgp.predict(model, X, method="sm")
+    plain = tgp.predict(model, X, method="sm", max_iter=config.DEFAULT_MAX_ITER)
     tight = tgp.predict(model, X, method="sm", init=plain.y, tol=1e-13, max_iter=2000)
     # measured on this problem: 59 of 60 converged seeded, 50 of 60 with BFGS alone
     assert seeded.converged.sum() >= 58

@@ -283,6 +283,7 @@ def test_the_default_budget_grows_with_dy():
     assert np.array_equal(p.y, q.y) and np.array_equal(p.n_iter, q.n_iter)
     flat = tgp.predict(model, Xte, max_iter=config.DEFAULT_MAX_ITER)
     assert flat.converged.mean() <= 0.95 and p.converged.mean() >= 0.99
+    assert np.array_equal(p.y[flat.converged], flat.y[flat.converged])  # the budget changes no other path
     long = tgp.predict(model, Xte, max_iter=500)
     gap = (p.criterion - long.criterion) / np.abs(long.criterion)
     assert np.all(gap[p.converged] <= 1e-8)
