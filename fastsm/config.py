@@ -227,6 +227,6 @@ def default_max_iter(dy: int) -> int:
 def uncached_warning() -> None:
     """Warn once per process that the kernels compile in memory only."""
     warnings.warn("fastsm's kernels cannot be cached: Numba finds no writable folder next to the package or in "
-                  "the user's cache folder, so every process compiles them again (about 16 s before the first "
-                  "prediction). Set NUMBA_CACHE_DIR to a writable folder to cache them.", CacheWarning,
+                  "the user's cache folder, so every process compiles them again (up to a minute before the first "
+                  "prediction on 2 cores). Set NUMBA_CACHE_DIR to a writable folder to cache them.", CacheWarning,
                   stacklevel=4)

@@ -28,9 +28,10 @@ def test_compile_runs_every_kernel_family_with_a_progress_line_each(capsys):
 
 def test_compile_runs_its_steps_in_processes_side_by_side(capsys):
     """#75: ``compile``'s steps are self-contained and run in ``--jobs`` processes, each reported once."""
-    from fastsm.cli.compile import _steps
+    from fastsm.cli.compile import GROUPS, _steps
 
     names = [name for name, _ in _steps(1)]
+    assert sorted(k for group in GROUPS for k in group) == list(range(len(names)))  # every step, once
     assert main(["compile", "--threads", "1", "--jobs", "2"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert "in 2 processes" in out[0]
