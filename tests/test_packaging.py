@@ -1,6 +1,7 @@
 """What a packager checks: the license and changelog shipped, the extras, the version (CI's .ci/package builds
 and installs the wheel itself)."""
 
+import fnmatch
 import os
 import pathlib
 import re
@@ -70,3 +71,14 @@ def test_a_numba_below_the_floor_gets_an_import_error_naming_it():
     run = run_python("import numba; numba.__version__ = '0.62.1'; import fastsm")
     assert run.returncode != 0
     assert f"ImportError: fastsm needs Numba >= {floor}, and Numba 0.62.1 is installed" in run.stderr
+
+
+def test_the_cuda_extras_hold_cupy_alone_and_the_package_ships_fastsm_cuda():
+    """#76: ``fastsm[cuda]`` (CUDA 13) and ``fastsm[cuda12]`` install CuPy and nothing else; no test extra asks
+    for a GPU package (CI has none)."""
+    extras = PYPROJECT["project"]["optional-dependencies"]
+    for name, wheel in (("cuda", "cupy-cuda13x"), ("cuda12", "cupy-cuda12x")):
+        assert [re.split(r"[<>=\[ ;]", r)[0].lower() for r in extras[name]] == [wheel]
+    assert not any("cupy" in r or "torch" in r for r in extras["test"])
+    includes = PYPROJECT["tool"]["setuptools"]["packages"]["find"].get("include", ["*"])
+    assert any(fnmatch.fnmatch("fastsm.cuda", pattern) for pattern in includes)
