@@ -17,7 +17,9 @@ Prints, each section on its own (a section that fails prints its error and the r
 4. the CPU engine's thread scaling: N = 1000, B = 4096, dy = 16 on one thread and on every core (#76 asks
    for at least 12x on 16 cores at B >= 2000)
    (the GPU on the same job beside it);
-5. the 10^6-point KNN-local job: not on the GPU engine yet (said so, nothing timed);
+5. the 10^6-point KNN-local job (#32's set, ``fit_local``'s defaults): the GPU engine on all 10^5 test points,
+   the host's share of it (neighbours and ridge starts, per 10^4 points), fastsm on every CPU core on the first
+   5000 points (scaled), and the agreement on those;
 6. GPyTorch's exact-GP posterior mean at N = 10^4, B = 10^4 on the same inputs, one independent GP per
    output (a different model; the anchor users know), float64, Cholesky.
 
@@ -156,9 +158,35 @@ def scaling(be, n_train: int, n_test: int) -> None:
     print(agreement(every, gpu, model.y_spread))
 
 
-@section("5. the 10^6-point KNN-local job")
-def local_job() -> None:
-    print("not measured: KNN-local models are not on the GPU engine yet (fastsm.cuda.predict takes global models)")
+@section("5. the 10^6-point KNN-local job (#32's set: dx 12, dy 10, latent 4, K = 200, SMTGP, defaults)")
+def local_job(be, n_train: int, n_test: int, k: int, cpu_points: int) -> None:
+    from fastsm.cuda.local import host_starts
+    from fastsm.tgp import regions
+
+    X, Xt, Y, _ = datasets.smooth_manifold(0, n_train=n_train, n_test=n_test, dx=12, dy=10, latent=4)
+    params = tgp.TGPParams(gamma_x=0.5, gamma_y=4.0, lambda_x=1e-3, lambda_y=1e-3)  # benchmarks/local_large.py's
+    small = tgp.fit_local(X[:2000], Y[:2000], params, n_neighbors=50)
+    fc.predict(small, Xt[:64], backend=be.name)  # compiled, untimed
+    tgp.predict(small, Xt[:8])
+    t0 = time.perf_counter()
+    model = tgp.fit_local(X, Y, params, n_neighbors=k)
+    print(f"N = {n_train}, B = {n_test}: fit_local (share={model.share!r}) {time.perf_counter() - t0:.1f} s")
+    gpu, t_gpu = timed(lambda: fc.predict(model, Xt, backend=be.name), be)
+    print(f"GPU engine, all {n_test} points: {t_gpu:.2f} s ({n_test / t_gpu:.0f} points/s), converged "
+          f"{gpu.converged.mean():.4f}, evaluations a point {gpu.n_eval.mean():.1f}")
+    sample = Xt[:min(n_test, 10_000)]
+    t0 = time.perf_counter()
+    members = np.sort(regions.nearest(model.tree, sample, model.X, k, os.cpu_count() or 1), axis=1)
+    t_nn = time.perf_counter() - t0
+    host_starts(model, sample, members, None)
+    t_starts = time.perf_counter() - t0 - t_nn
+    print(f"of which on the host, per {len(sample)} points: neighbours {t_nn:.2f} s, ridge starts {t_starts:.2f} s")
+    sub = Xt[:cpu_points]
+    cpu, t_cpu = timed(lambda: tgp.predict(model, sub), be)
+    scaled = t_cpu * n_test / cpu_points
+    print(f"CPU engine, {os.cpu_count()} threads, first {cpu_points} points: {t_cpu:.2f} s, scaled to {n_test}: "
+          f"{scaled:.1f} s; GPU engine / CPU: {scaled / t_gpu:.1f}x")
+    print(agreement(cpu, fc.predict(model, sub, backend=be.name), float(np.sqrt(Y.var(axis=0).sum()))))
 
 
 @section("6. GPyTorch exact-GP posterior mean (the anchor)")
@@ -228,15 +256,16 @@ def main(argv=None) -> None:
     be = fc.make_backend(args.backend)
     t0 = time.perf_counter()
     if args.quick:
-        sizes = {"rate": 256, "n_train": 300, "n_test": 200, "cpu_points": 40, "scaling": (300, 100)}
+        sizes = {"rate": 256, "n_train": 300, "n_test": 200, "cpu_points": 40, "scaling": (300, 100),
+                 "local": (3000, 200, 50, 40)}
     else:
         sizes = {"rate": 8192, "n_train": 10_000, "n_test": 10_000, "cpu_points": args.cpu_points,
-                 "scaling": (1000, 4096)}
+                 "scaling": (1000, 4096), "local": (1_000_000, 100_000, 200, 5000)}
     machine(be)
     rates(be, sizes["rate"])
     global_sm(be, sizes["n_train"], sizes["n_test"], 16, sizes["cpu_points"])
     scaling(be, *sizes["scaling"])
-    local_job()
+    local_job(be, *sizes["local"])
     gpytorch_anchor(be, sizes["n_train"], sizes["n_test"], 16)
     print(f"\ndevice check done in {time.perf_counter() - t0:.0f} s", flush=True)
 

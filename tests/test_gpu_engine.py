@@ -18,7 +18,7 @@ import pytest
 from fastsm import cuda as fc
 from fastsm import datasets, tgp
 from fastsm.cuda import backend as backend_mod
-from fastsm.cuda.evaluation import device_model, evaluate, point_data, sm_hessian
+from fastsm.cuda.evaluation import evaluate, kernels_of, point_data, shared_model, sm_hessian
 from fastsm.cuda.optimizer import batched_cholesky, inverse_from_cholesky
 from fastsm.tgp.views import inverse_form
 from tests.conftest import ROOT
@@ -111,26 +111,69 @@ def test_extrapolated_points_are_flagged_as_on_the_cpu(toy):
     assert not b.converged[-3:].any()
 
 
+@pytest.fixture(scope="module")
+def local_problem():
+    X, Xt, Y, _ = datasets.smooth_manifold(0, n_train=1500, n_test=60, dx=12, dy=10, latent=4)
+    params = tgp.TGPParams(gamma_x=0.5, gamma_y=4.0, lambda_x=1e-3, lambda_y=1e-3)
+    return X, Y, Xt, params, float(np.sqrt(Y.var(axis=0).sum()))
+
+
+@pytest.mark.parametrize("method", ["kl", "sm"])
+def test_knn_local_models_agree_with_the_cpu(local_problem, method):
+    """share="none": each point's own model, fitted and predicted on the engine (tolerances are in each local
+    model's spread, at most the whole set's, which the margin uses)."""
+    X, Y, Xt, params, spread = local_problem
+    model = tgp.fit_local(X, Y, params, n_neighbors=60)
+    agree(tgp.predict(model, Xt, method=method), fc.predict(model, Xt, method=method, backend="numpy", chunk_size=25),
+          spread)
+
+
+def test_weighted_knn_local_models_and_given_starts_agree(local_problem):
+    X, Y, Xt, params, spread = local_problem
+    w = np.random.default_rng(3).uniform(0.5, 2.0, X.shape[0])
+    model = tgp.fit_local(X, Y, params, n_neighbors=60, sample_weight=w)
+    agree(tgp.predict(model, Xt[:30]), fc.predict(model, Xt[:30], backend="numpy"), spread)
+    start = tgp.predict(model, Xt[:30], method="kl").y
+    agree(tgp.predict(model, Xt[:30], init=start), fc.predict(model, Xt[:30], init=start, backend="numpy"), spread)
+
+
+def test_local_points_the_cpu_path_must_take_are_its_own():
+    """A point whose neighbours' outputs have no spread is left to the CPU path, as the Numba kernel leaves it:
+    the same bits."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0, 1, (200, 1))
+    Y = np.where(X < 0.5, 0.0, np.sin(6 * X))
+    model = tgp.fit_local(X, np.hstack([Y, 2 * Y]), tgp.TGPParams(gamma_x=50.0, gamma_y=5.0, lambda_x=1e-3,
+                                                                  lambda_y=1e-3), n_neighbors=20)
+    Xt = np.array([[0.1], [0.2], [0.8], [0.9]])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a = tgp.predict(model, Xt)
+        b = fc.predict(model, Xt, backend="numpy")
+    np.testing.assert_array_equal(b.y[:2], a.y[:2])
+    np.testing.assert_array_equal(b.n_eval[:2], a.n_eval[:2])
+    agree(a, b, 1.0)
+
+
 def test_exact_hessian_matches_finite_differences_of_the_gradient(manifold16):
     model, X = manifold16
     be = backend_mod.numpy_backend()
-    dm = device_model(model, be, ("Wx", "Wy", "Wxy"))
-    pd = point_data(be, dm, X[:4], ["sm"])
+    view, kern = shared_model(model, be, ("Wx", "Wy", "Wxy")), kernels_of(model)
+    pd = point_data(np, view, kern, X[:4], ["sm"])
     Y = tgp.predict(model, X[:4], method="kl").y
-    ev = evaluate(be, dm, "sm", 1.0, pd.F["sm"], pd.eta_x, Y)
-    H = sm_hessian(be, dm, Y, ev, np.arange(4))
+    ev = evaluate(np, view, kern, "sm", 1.0, pd.F["sm"], pd.eta_x, Y)
+    H = sm_hessian(np, view, kern, Y, ev, np.arange(4))
     h = 1e-5 * model.y_spread
     for c in range(Y.shape[1]):
         E = np.zeros_like(Y)
         E[:, c] = h
-        gp = evaluate(be, dm, "sm", 1.0, pd.F["sm"], pd.eta_x, Y + E).grad
-        gm = evaluate(be, dm, "sm", 1.0, pd.F["sm"], pd.eta_x, Y - E).grad
+        gp = evaluate(np, view, kern, "sm", 1.0, pd.F["sm"], pd.eta_x, Y + E).grad
+        gm = evaluate(np, view, kern, "sm", 1.0, pd.F["sm"], pd.eta_x, Y - E).grad
         fd = (gp - gm) / (2 * h)
         scale = np.abs(H).max(axis=(1, 2))
         assert (np.abs(fd - H[:, :, c]).max(axis=1) <= 1e-5 * scale).all()
 
 
-def testbatched_cholesky_and_inverse_against_numpy(rng):
+def test_batched_cholesky_and_inverse_against_numpy(rng):
     A = rng.standard_normal((5, 6, 6))
     S = A @ A.transpose(0, 2, 1) + 0.1 * np.eye(6)
     S[3] = np.diag([1.0, 2.0, -1.0, 1.0, 1.0, 1.0])  # indefinite
@@ -170,9 +213,11 @@ def test_bad_arguments_get_named_errors(toy):
         fc.predict(model, np.ones((3, 4)), backend="numpy")
     with pytest.raises(TypeError, match="TGPModel"):
         fc.predict("model", X, backend="numpy")
-    local = tgp.fit_local(*datasets.toy1(0, n_train=60, n_test=1)[::2], n_neighbors=20)
-    with pytest.raises(TypeError, match="KNN-local"):
+    local = tgp.fit_local(*datasets.toy1(0, n_train=60, n_test=1)[::2], n_neighbors=20, share="exact")
+    with pytest.raises(ValueError, match="share='none'"):
         fc.predict(local, X, backend="numpy")
+    with pytest.raises(ValueError, match="ikl"):
+        fc.predict(dataclasses.replace(local, share="none"), X, method="ikl", backend="numpy")
     kl_only = tgp.fit(*datasets.toy1(0, n_train=60, n_test=1)[::2], methods=("kl", "sm"))
     with pytest.raises(ValueError, match="ikl"):
         fc.predict(kl_only, X, method="ikl", backend="numpy")
@@ -209,7 +254,7 @@ def test_the_device_check_runs_every_section_on_the_cpu():
                          capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert out.returncode == 0, out.stderr
     assert "FAILED" not in out.stdout, out.stdout
-    for line in ("== 1.", "== 2.", "== 3.", "GPU engine / CPU", "== 4.", "1 thread", "== 5.", "== 6.",
+    for line in ("== 1.", "== 2.", "== 3.", "GPU engine / CPU", "== 4.", "1 thread", "== 5.", "ridge starts", "== 6.",
                  "device check done"):
         assert line in out.stdout
-    assert out.stdout.count(": agree") == 2, out.stdout
+    assert out.stdout.count(": agree") == 3, out.stdout

@@ -16,8 +16,10 @@ the SVD's rank cut-off may then drop directions) the minimal-norm ``dgelsd`` sol
 from __future__ import annotations
 
 import numpy as np
+from numba import prange
 
 from fastsm._kernels.kliep_problem import dot_lanes
+from fastsm._kernels.points import linear_rows
 from fastsm.config import kernel
 
 #: ``max |R_ii| / min |R_ii|`` above which :func:`ridge_start` leaves the least-squares problem to
@@ -161,3 +163,42 @@ def ridge_start(X, Y, w, weighted):
             v += t * t
         ss += v / n
     return coef, np.sqrt(ss)
+
+
+@kernel(parallel=True)
+def ridge_starts(X, Y, w, weighted, members, Xq, Y0, given):
+    """Per test point ``q`` of a KNN-local prediction: :func:`ridge_start` of its members ``members[q]`` (the
+    training rows of ``X``, ``Y`` and, if ``weighted``, ``w``, gathered as :func:`fastsm._kernels.knn.knn_rows`
+    gathers them: the same bits) and its start, ``[Xq[q], 1] coef`` (or ``Y0[q]`` if ``given``).
+
+    Returns ``(starts, spread, refused)``: ``refused[q]`` where the members' outputs have no spread or the
+    start overflows, the points that path leaves to Python.  Points in parallel (``prange``).
+    """
+    m, k = members.shape
+    dx, dy = X.shape[1], Y.shape[1]
+    starts = np.empty((m, dy))
+    spread = np.empty(m)
+    refused = np.empty(m, dtype=np.bool_)
+    for q in prange(m):
+        Xm = np.empty((k, dx))
+        Ym = np.empty((k, dy))
+        wm = np.empty(k if weighted else 1)
+        wm[:] = 1.0
+        for i in range(k):
+            Xm[i] = X[members[q, i]]
+            Ym[i] = Y[members[q, i]]
+            if weighted:
+                wm[i] = w[members[q, i]]
+        coef, s = ridge_start(Xm, Ym, wm, weighted)
+        spread[q] = s
+        refused[q] = not s > 0.0
+        if given:
+            for c in range(dy):
+                starts[q, c] = Y0[q, c]
+        elif not refused[q]:
+            y0 = linear_rows(Xq[q:q + 1], coef)
+            for c in range(dy):
+                starts[q, c] = y0[0, c]
+                if not np.isfinite(y0[0, c]):
+                    refused[q] = True
+    return starts, spread, refused

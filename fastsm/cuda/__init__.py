@@ -10,6 +10,7 @@ round of a chunk of test points as triangular solves (TRSM) and matrix products 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Literal
 
 import numpy as np
@@ -19,6 +20,8 @@ from fastsm._validation import check_choice, check_int
 from fastsm.cuda.backend import EXTRA, Backend, is_device_array
 from fastsm.cuda.backend import backend as make_backend
 from fastsm.cuda.engine import predict_global
+from fastsm.cuda.local import predict_local
+from fastsm.tgp.local_model import LocalTGPModel
 from fastsm.tgp.model import Prediction, TGPModel, check_inputs, check_model
 from fastsm.tgp.options import PredictOptions
 
@@ -35,7 +38,7 @@ def available() -> bool:
 
 
 def predict(
-    model: TGPModel,
+    model: TGPModel | LocalTGPModel,
     X: Any,
     *,
     method: Literal["sm", "kl", "ikl"] = "sm",
@@ -48,14 +51,15 @@ def predict(
     chunk_size: int | None = None,
     backend: Literal["cupy", "numpy"] = "cupy",
 ) -> Prediction:
-    """Predict outputs of a global model (:func:`fastsm.tgp.fit`) on a GPU: :func:`fastsm.tgp.predict`'s
-    algorithm and :class:`~fastsm.tgp.model.Prediction`.
+    """Predict outputs on a GPU: :func:`fastsm.tgp.predict`'s algorithm and
+    :class:`~fastsm.tgp.model.Prediction`.
 
     Parameters
     ----------
-    model : TGPModel
-        A global model.  KNN-local models (:func:`fastsm.tgp.fit_local`) are not on the GPU engine yet:
-        a ``TypeError`` says so.
+    model : TGPModel or LocalTGPModel
+        A global model (:func:`fastsm.tgp.fit`), or a KNN-local one (:func:`fastsm.tgp.fit_local`) of
+        ``share="none"`` (the default) predicted by ``"kl"`` or ``"sm"``: each test point's model of its ``K``
+        nearest training points is fitted and predicted on the device, many points at a time.
     X : array_like or cupy.ndarray, shape (n, dx)
         Test inputs.  A CuPy array gives a :class:`Prediction` of CuPy arrays; anything else NumPy arrays.
     method, init, max_iter, tol, optimizer, trust_radius, ftol
@@ -83,14 +87,17 @@ def predict(
     check_choice("backend", backend, ("cupy", "numpy"))
     if chunk_size is not None:
         chunk_size = check_int("chunk_size", chunk_size, low=1)
-    from fastsm.tgp.local_model import LocalTGPModel
-
     if isinstance(model, LocalTGPModel):
-        raise TypeError("fastsm.cuda.predict takes global models (fastsm.tgp.fit); KNN-local models are not on the "
-                        "GPU engine yet: use fastsm.tgp.predict for them")
-    model = check_model(model)
-    if method == "ikl" and model.G is None:
-        raise ValueError("this model was fitted without 'ikl' in methods; refit with methods including 'ikl'")
+        if model.share != "none":
+            raise ValueError(f"fastsm.cuda.predict takes KNN-local models of share='none' (the default), got "
+                             f"share={model.share!r}: use fastsm.tgp.predict for it")
+        if method == "ikl":
+            raise ValueError("method='ikl' of KNN-local models is not on the GPU engine: use 'kl' or 'sm', or "
+                             "fastsm.tgp.predict")
+    else:
+        model = check_model(model)
+        if method == "ikl" and model.G is None:
+            raise ValueError("this model was fitted without 'ikl' in methods; refit with methods including 'ikl'")
     be = make_backend(backend)
     on_device = is_device_array(X)
     if on_device and be.name != "cupy":
@@ -100,10 +107,11 @@ def predict(
         init = be.to_host(init)
     opts = PredictOptions(method=method, init=init, max_iter=max_iter, tol=tol, ftol=ftol, trust_radius=trust_radius,
                           optimizer=optimizer)
-    res = predict_global(be, model, Xh, opts, chunk_size)
+    if isinstance(model, LocalTGPModel):
+        res = predict_local(be, model, Xh, opts, chunk_size)
+    else:
+        res = predict_global(be, model, Xh, opts, chunk_size)
     if on_device:
-        import dataclasses
-
         xp = be.xp
         arrays = {f.name: getattr(res, f.name) for f in dataclasses.fields(res)}
         res = dataclasses.replace(res, **{k: xp.asarray(v) for k, v in arrays.items() if isinstance(v, np.ndarray)})

@@ -25,7 +25,8 @@ class Backend:
     """An array namespace and the few operations the engine takes from outside it.
 
     ``solve(L, B, trans)``: ``L^-1 B`` (``trans``: ``L^-T B``) for a lower-triangular ``L`` (its upper
-    triangle is not read) and a matrix ``B`` of right-hand sides (TRSM); ``free_bytes()``: memory the
+    triangle is not read) and a matrix ``B`` of right-hand sides (TRSM), or stacks of both (``p × n × n`` and
+    ``p × n × c``: one solve per matrix, batched); ``free_bytes()``: memory the
     engine may still allocate (``None``: unknown); ``to_host`` and ``to_device`` move arrays.
     """
 
@@ -40,7 +41,24 @@ class Backend:
 def _scipy_solve(L, B, trans: bool):
     from scipy.linalg import solve_triangular
 
-    return solve_triangular(L, B, lower=True, trans=1 if trans else 0, check_finite=False)
+    if L.ndim == 2:
+        return solve_triangular(L, B, lower=True, trans=1 if trans else 0, check_finite=False)
+    if _BATCHED_SCIPY:
+        return solve_triangular(L, B, lower=True, trans=1 if trans else 0, check_finite=False)
+    out = np.empty(np.broadcast_shapes(L.shape[:-2], B.shape[:-2]) + B.shape[-2:])
+    for p in range(out.shape[0]):  # SciPy before 1.15 solves one matrix a call
+        out[p] = solve_triangular(L[p], B[p], lower=True, trans=1 if trans else 0, check_finite=False)
+    return out
+
+
+def _scipy_batches() -> bool:
+    import scipy
+
+    major, minor = (int(p) for p in scipy.__version__.split(".")[:2])
+    return (major, minor) >= (1, 15)
+
+
+_BATCHED_SCIPY = _scipy_batches()
 
 
 def numpy_backend() -> Backend:

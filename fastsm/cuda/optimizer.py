@@ -233,18 +233,21 @@ def _backtrack(xp, s: _State, p, r, ev, rule: Rule):
 
 def batched_cholesky(xp, A):
     """Lower Cholesky factors of the stacked ``A`` (``h × d × d``) and whether each exists (every pivot
-    positive): :func:`fastsm._kernels.linalg.potrf_symmetric`'s test, column by column over the stack."""
+    positive, every entry finite): :func:`fastsm._kernels.linalg.potrf_symmetric`'s test, column by column
+    over the stack."""
     h, d, _ = A.shape
     L = xp.zeros_like(A)
     ok = xp.ones(h, dtype=bool)
-    for j in range(d):
-        v = A[:, j, j] - (L[:, j, :j] * L[:, j, :j]).sum(axis=1)
-        ok = ok & (v > 0.0)
-        piv = xp.sqrt(xp.where(v > 0.0, v, 1.0))
-        L[:, j, j] = piv
-        if j + 1 < d:
-            L[:, j + 1:, j] = (A[:, j + 1:, j] - xp.einsum("hik,hk->hi", L[:, j + 1:, :j], L[:, j, :j])) / piv[:, None]
-    return L, ok
+    with np.errstate(over="ignore", invalid="ignore"):
+        for j in range(d):
+            v = A[:, j, j] - (L[:, j, :j] * L[:, j, :j]).sum(axis=1)
+            ok &= v > 0.0
+            piv = xp.sqrt(xp.where(v > 0.0, v, 1.0))
+            L[:, j, j] = piv
+            if j + 1 < d:
+                below = A[:, j + 1:, j] - xp.einsum("hik,hk->hi", L[:, j + 1:, :j], L[:, j, :j])
+                L[:, j + 1:, j] = below / piv[:, None]
+    return L, ok & xp.isfinite(L).reshape(h, -1).all(axis=1)
 
 
 def inverse_from_cholesky(xp, L):
@@ -306,7 +309,8 @@ def minimize(xp, evaluate: Callable, hessian: Callable | None, Y0, alt, use_alt,
     :func:`fastsm._kernels.optimize.minimize_batch` with all points in flight.
 
     ``evaluate(idx, Yt)``: the :class:`~fastsm.cuda.evaluation.Evaluations` of points ``idx`` at the trials
-    ``Yt``; ``hessian(Yt, ev, rows)``: exact Hessians at rows ``rows`` of that evaluation (``rule.hessian``);
+    ``Yt``; ``hessian(Yt, ev, rows, points)``: exact Hessians at rows ``rows`` of that evaluation, the points
+    ``points`` (``rule.hessian``).
     """
     s = _State(xp, Y0)
     while True:
@@ -353,7 +357,7 @@ def minimize(xp, evaluate: Callable, hessian: Callable | None, Y0, alt, use_alt,
             want = _wants_curvature(xp, s, pacc, rule)
             ph, rh = pacc[want], racc[want]
             if ph.shape[0]:
-                Hx = hessian(Yt, ev, rh)
+                Hx = hessian(Yt, ev, rh, ph)
                 s.n_eval[ph] += hessian_cost(s.Y.shape[1])
                 _seed_inverse(xp, s, ph, Hx)
             nxt.append(pacc)
