@@ -1,7 +1,7 @@
 """The GPU engine on the CPU (``fastsm.cuda.predict(..., backend="numpy")``) against the Numba engine: the largest
 difference between converged predictions (in units of the output spread) and the share of equal converged flags,
-per problem, method, factor form and optimiser; then chunks of 7 points against one chunk, and the two engines'
-times on one SMTGP job (docs/gpu.md).
+per problem, method, factor form and optimiser, global models and a KNN-local one; then chunks of 7 points
+against one chunk, and the two engines' times on one SMTGP job (docs/gpu.md).
 
 Run: ``python benchmarks/gpu_agreement.py`` (a few minutes on 2 cores); under each OpenBLAS kernel family with
 ``OPENBLAS_CORETYPE=Nehalem`` (``SandyBridge``, ``Haswell``, ``SkylakeX``).
@@ -47,6 +47,20 @@ def main() -> None:
                     print(f"{name} {form} {method} {opt}: converged {a.converged.mean():.3f} (Numba) "
                           f"{b.converged.mean():.3f} (GPU engine), same flag {same:.3f}, largest difference {err:.2e}, "
                           f"evaluations a point {a.n_eval.mean():.1f} / {b.n_eval.mean():.1f}", flush=True)
+    X, Xt, Y, _ = datasets.smooth_manifold(0, n_train=5000, n_test=300, dx=12, dy=10, latent=4)
+    spread = float(np.sqrt(Y.var(axis=0).sum()))
+    local = tgp.fit_local(X, Y, tgp.TGPParams(gamma_x=0.5, gamma_y=4.0, lambda_x=1e-3, lambda_y=1e-3), n_neighbors=100)
+    for method in ("kl", "sm"):
+        a = tgp.predict(local, Xt, method=method)
+        b = cuda.predict(local, Xt, method=method, backend="numpy")
+        both = a.converged & b.converged
+        err = float(np.abs(a.y - b.y)[both].max() / spread)
+        same = float(np.mean(a.converged == b.converged))
+        worst["bfgs"] = max(worst["bfgs"], err)
+        flags["bfgs"] = min(flags["bfgs"], same)
+        print(f"KNN-local (N = 5000, K = 100, dx 12, dy 10) {method} bfgs: converged {a.converged.mean():.3f} (Numba) "
+              f"{b.converged.mean():.3f} (GPU engine), same flag {same:.3f}, largest difference {err:.2e} of the whole "
+              f"set's spread, evaluations a point {a.n_eval.mean():.1f} / {b.n_eval.mean():.1f}", flush=True)
     for opt in ("bfgs", "gd"):
         print(f"{opt}: largest difference {worst[opt]:.2e} of the spread, same converged flag >= {flags[opt]:.3f}")
     X, Xt, Y, _ = datasets.smooth_manifold(0, n_train=1000, n_test=512, dx=10, dy=16)

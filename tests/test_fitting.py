@@ -623,3 +623,31 @@ def test_integer_weights_give_the_widths_of_repeated_rows_above_the_thinning_thr
     w = rng.integers(1, 4, n)
     assert TGPParams().resolve(X, Y, w.astype(float)) == TGPParams().resolve(np.repeat(X, w, axis=0),
                                                                            np.repeat(Y, w, axis=0))
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_ridge_starts_are_ridge_start_of_each_points_members(weighted):
+    """``_kernels/ridge.py::ridge_starts`` (the GPU engine's local starts, #76) gathers each point's members as
+    ``knn_rows`` does and calls :func:`ridge_start`: bitwise its coefficients' starts and spreads; a point whose
+    members' outputs have no spread is refused; given starts are passed through."""
+    from fastsm._kernels.points import linear_rows
+    from fastsm._kernels.ridge import ridge_starts
+
+    rng = np.random.default_rng(11)
+    X, Y, Xq = rng.standard_normal((80, 3)), rng.standard_normal((80, 2)), rng.standard_normal((6, 3))
+    Y[:12] = 0.25  # the first 12 rows' outputs are one value
+    w = rng.uniform(0.5, 2.0, 80) if weighted else np.ones(1)
+    members = np.sort(rng.permuted(np.tile(np.arange(80), (6, 1)), axis=1)[:, :12], axis=1)
+    members[0] = np.arange(12, 24)
+    members[5] = np.arange(12)
+    starts, spread, refused = ridge_starts(X, Y, w, weighted, members, Xq, np.empty((0, 2)), False)
+    for q in range(6):
+        idx = members[q]
+        coef, s = ridge_start(X[idx], Y[idx], w[idx] if weighted else w, weighted)
+        assert spread[q] == s
+        if q < 5:
+            np.testing.assert_array_equal(starts[q], linear_rows(Xq[q:q + 1], coef)[0])
+    np.testing.assert_array_equal(refused, [False] * 5 + [True])
+    given = rng.standard_normal((6, 2))
+    starts, _, _ = ridge_starts(X, Y, w, weighted, members, Xq, given, True)
+    np.testing.assert_array_equal(starts, given)

@@ -19,7 +19,7 @@ from fastsm import cuda as fc
 from fastsm import datasets, tgp
 from fastsm.cuda import backend as backend_mod
 from fastsm.cuda.evaluation import evaluate, kernels_of, point_data, shared_model, sm_hessian
-from fastsm.cuda.optimizer import batched_cholesky, inverse_from_cholesky
+from fastsm.cuda.linalg import batched_cholesky, inverse_from_cholesky
 from fastsm.tgp.views import inverse_form
 from tests.conftest import ROOT
 

@@ -2,12 +2,13 @@
 training points, fitted and predicted on the device, many points at a time.
 
 As :func:`fastsm._kernels.knn.knn_rows` does on the CPU, per point: the members (the model's KD-tree, on the
-host), the ridge start and output spread (:func:`fastsm._kernels.ridge.ridge_start`, the same kernel, on the
-host), ``K_X``, ``K_Y`` and ``K_XY = (1-a) K_X + a K_Y`` with the noise on the diagonal and their Cholesky
-factors (batched on the device), then :func:`fastsm.cuda.engine.predict_chunk` with a
-:class:`~fastsm.cuda.evaluation.PointModels` view: every product a batched substitution with the point's own
-factor.  A point the CPU path would refuse or treat specially (a factorisation that fails or has a pivot
-below ``MIN_PIVOT``, outputs without spread, a ridge start that overflows) is predicted by the CPU path.
+host), the ridge start and output spread (:func:`fastsm._kernels.ridge.ridge_starts`, the CPU path's kernel,
+on the host), ``K_X``, ``K_Y`` and ``K_XY = (1-a) K_X + a K_Y`` with the noise on the diagonal and their
+Cholesky factors (batched on the device, :func:`~fastsm.cuda.linalg.batched_cholesky`), then
+:func:`fastsm.cuda.engine.predict_chunk` with a :class:`~fastsm.cuda.evaluation.PointModels` view: every
+product a batched substitution with the point's own factor.  A point the CPU path would refuse or treat
+specially (a factorisation that fails or has a pivot below ``MIN_PIVOT``, outputs without spread, a ridge
+start that overflows) is predicted by the CPU path.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from fastsm._threads import resolve_threads, thread_limits
 from fastsm.cuda.backend import Backend
 from fastsm.cuda.engine import empty_outputs, predict_chunk, prediction, refuse, start_mode
 from fastsm.cuda.evaluation import PointModels, kernels_of, rbf, sq_distances
+from fastsm.cuda.linalg import batched_cholesky
 from fastsm.tgp import regions
 from fastsm.tgp.fitting import MIN_PIVOT
 from fastsm.tgp.local import predict_local as cpu_predict_local
@@ -29,9 +31,9 @@ from fastsm.tgp.model import Prediction
 from fastsm.tgp.options import PredictOptions
 from fastsm.tgp.prediction import quiet, warn_extrapolated
 
-#: Doubles a test point's chunk holds per ``K^2``: its three factors, the kernel matrices they come from and
-#: the batched solves' temporaries.
-WORDS_PER_K2 = 8
+#: Doubles a test point's chunk holds per ``K^2`` at the peak: its three factors, the kernel matrices they come
+#: from with their temporaries, and a round's copies of the factors of the points in flight.
+WORDS_PER_K2 = 16
 
 
 def chunk_bytes(k: int, dx: int, dy: int) -> int:
@@ -46,21 +48,6 @@ def _gram(xp, Z, gamma: float, noise):
     diag = xp.arange(k)
     K[:, diag, diag] = 1.0 + noise
     return K
-
-
-def _cholesky(xp, K):
-    """Lower Cholesky factors of the stack ``K``; a matrix that is not positive definite gets NaN (NumPy raises
-    for the whole stack: such a stack is factorised matrix by matrix)."""
-    try:
-        return xp.linalg.cholesky(K)
-    except np.linalg.LinAlgError:
-        out = np.full(K.shape, np.nan)
-        for p in range(K.shape[0]):
-            try:
-                out[p] = np.linalg.cholesky(K[p])
-            except np.linalg.LinAlgError:
-                pass
-        return out
 
 
 def host_starts(model: LocalTGPModel, X: np.ndarray, members: np.ndarray, Y0, threads: int | None = None):
@@ -91,11 +78,12 @@ def _factors(be: Backend, model: LocalTGPModel, members: np.ndarray):
     Ky = _gram(xp, Zm, kern.gamma_y, ny)
     a = kern.alpha
     Kxy = (1.0 - a) * Kx + a * Ky
-    factors = {name: _cholesky(xp, K) for name, K in (("Wx", Kx), ("Wy", Ky), ("Wxy", Kxy))}
+    factors = {}
     usable = xp.ones(members.shape[0], dtype=bool)
-    for L in factors.values():
-        diag = xp.diagonal(L, axis1=1, axis2=2)
-        usable = usable & xp.isfinite(L).reshape(L.shape[0], -1).all(axis=1) & (diag >= MIN_PIVOT).all(axis=1)
+    for name, K in (("Wx", Kx), ("Wy", Ky), ("Wxy", Kxy)):
+        L, ok = batched_cholesky(xp, K)
+        factors[name] = L
+        usable = usable & ok & (xp.diagonal(L, axis1=1, axis2=2) >= MIN_PIVOT).all(axis=1)
     return Xm, Zm, factors, usable
 
 

@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from fastsm import config
+from fastsm.cuda.linalg import batched_cholesky, inverse_from_cholesky
 
 #: Point states, as :mod:`fastsm._kernels.quasi_newton`'s.
 WAITING, START, SEARCH, DONE, ALT = 0, 1, 2, 3, 4
@@ -229,36 +230,6 @@ def _backtrack(xp, s: _State, p, r, ev, rule: Rule):
     s.t[q] = tn[more]
     s.trial[q] = s.Y[q] + s.t[q][:, None] * s.P[q]
     return more
-
-
-def batched_cholesky(xp, A):
-    """Lower Cholesky factors of the stacked ``A`` (``h × d × d``) and whether each exists (every pivot
-    positive, every entry finite): :func:`fastsm._kernels.linalg.potrf_symmetric`'s test, column by column
-    over the stack."""
-    h, d, _ = A.shape
-    L = xp.zeros_like(A)
-    ok = xp.ones(h, dtype=bool)
-    with np.errstate(over="ignore", invalid="ignore"):
-        for j in range(d):
-            v = A[:, j, j] - (L[:, j, :j] * L[:, j, :j]).sum(axis=1)
-            ok &= v > 0.0
-            piv = xp.sqrt(xp.where(v > 0.0, v, 1.0))
-            L[:, j, j] = piv
-            if j + 1 < d:
-                below = A[:, j + 1:, j] - xp.einsum("hik,hk->hi", L[:, j + 1:, :j], L[:, j, :j])
-                L[:, j + 1:, j] = below / piv[:, None]
-    return L, ok & xp.isfinite(L).reshape(h, -1).all(axis=1)
-
-
-def inverse_from_cholesky(xp, L):
-    """``(L L^T)^-1 = L^-T L^-1`` of the stacked factors, by forward substitution against the identity."""
-    h, d, _ = L.shape
-    Li = xp.zeros_like(L)
-    for i in range(d):
-        row = -xp.einsum("hk,hkj->hj", L[:, i, :i], Li[:, :i, :])
-        row[:, i] += 1.0
-        Li[:, i, :] = row / L[:, i, i][:, None]
-    return xp.einsum("hki,hkj->hij", Li, Li)
 
 
 def _seed_inverse(xp, s: _State, p, Hx) -> None:
