@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from fastsm import config
+from fastsm._kernels import curvature
 from fastsm.cuda.linalg import batched_cholesky, inverse_from_cholesky
 
 #: Point states, as :mod:`fastsm._kernels.quasi_newton`'s.
@@ -48,8 +49,8 @@ class Result(NamedTuple):
 
 
 def hessian_cost(d: int) -> int:
-    """A ``d``-output exact Hessian in evaluations (:func:`fastsm._kernels.curvature.hessian_cost`)."""
-    return (d + 1) // 2
+    """A ``d``-output exact Hessian in evaluations: :func:`fastsm._kernels.curvature.hessian_cost` itself."""
+    return int(curvature.hessian_cost.py_func(d))
 
 
 def _first_try(d: int) -> int:
