@@ -240,7 +240,7 @@ def test_chunks_follow_the_free_memory(toy, monkeypatch):
     model, X = toy
     N, dy = model.Y.shape
     factors = fixed_bytes(N, dy, 4)
-    monkeypatch.setattr(backend_mod, "available_bytes", lambda: factors + 2 * 10 * chunk_bytes(N, dy))
+    monkeypatch.setattr(backend_mod, "available_bytes", lambda: factors + 2 * 10 * chunk_bytes(N))
     assert plan_chunks(backend_mod.numpy_backend(), model, 1000, "ikl", None) == 10
     res = fc.predict(model, X[:25], method="ikl", backend="numpy")
     ref = fc.predict(model, X[:25], method="ikl", backend="numpy", chunk_size=10)

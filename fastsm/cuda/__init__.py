@@ -24,6 +24,7 @@ from fastsm.cuda.local import predict_local
 from fastsm.tgp.local_model import LocalTGPModel
 from fastsm.tgp.model import Prediction, TGPModel, check_inputs, check_model
 from fastsm.tgp.options import PredictOptions
+from fastsm.tgp.views import check_method_factors
 
 __all__ = ["EXTRA", "Backend", "available", "make_backend", "predict"]
 
@@ -96,8 +97,7 @@ def predict(
                              "fastsm.tgp.predict")
     else:
         model = check_model(model)
-        if method == "ikl" and model.G is None:
-            raise ValueError("this model was fitted without 'ikl' in methods; refit with methods including 'ikl'")
+        check_method_factors(model, method)
     be = make_backend(backend)
     on_device = is_device_array(X)
     if on_device and be.name != "cupy":

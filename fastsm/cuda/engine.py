@@ -25,7 +25,7 @@ HESSIAN_BLOCK = 256
 HESSIAN_WORDS = 8
 
 
-def chunk_bytes(n_train: int, dy: int) -> int:
+def chunk_bytes(n_train: int) -> int:
     """Device bytes one test point of a chunk needs (:data:`WORDS_PER_POINT`)."""
     return 8 * n_train * WORDS_PER_POINT
 
@@ -35,14 +35,9 @@ def fixed_bytes(n_train: int, dy: int, n_factors: int) -> int:
     return 8 * n_train * (n_train * n_factors + HESSIAN_BLOCK * dy * HESSIAN_WORDS)
 
 
-def factor_names(method: str, certainty: bool = True) -> tuple[str, ...]:
-    """The factors a prediction by ``method`` reads (``Wxy``: SMTGP, and the certainty of every method)."""
-    names = ["Wx", "Wy"]
-    if method == "sm" or certainty:
-        names.append("Wxy")
-    if method == "ikl":
-        names.append("G")
-    return tuple(names)
+def factor_names(method: str) -> tuple[str, ...]:
+    """The factors a prediction by ``method`` reads (``Wxy``: SMTGP's, and every method's certainty)."""
+    return ("Wx", "Wy", "Wxy", "G") if method == "ikl" else ("Wx", "Wy", "Wxy")
 
 
 def refuse(need: int, free: int | None, what: str, backend: str) -> None:
@@ -57,7 +52,7 @@ def plan_chunks(be: Backend, model: TGPModel, n: int, method: str, chunk_size: i
     """Test points per chunk: ``chunk_size``, or as many as half the device's free memory holds beside the
     model's factors.  A job whose factors and one point do not fit is refused (``MemoryError``) before any work."""
     N, dy = model.Y.shape
-    per_point = chunk_bytes(N, dy)
+    per_point = chunk_bytes(N)
     factors = fixed_bytes(N, dy, len(factor_names(method)))
     free = be.free_bytes()
     refuse(factors + per_point, free, f"{len(factor_names(method))} factors of {N} x {N}, a block of exact "

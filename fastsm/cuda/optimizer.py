@@ -329,12 +329,9 @@ def minimize(xp, evaluate: Callable, hessian: Callable | None, Y0, alt, use_alt,
             want = _wants_curvature(xp, s, pacc, rule)
             ph, rh = pacc[want], racc[want]
             if ph.shape[0]:
-                Hx = hessian(Yt, ev, rh, ph)
                 s.n_eval[ph] += hessian_cost(s.Y.shape[1])
-                _seed_inverse(xp, s, ph, Hx)
-            nxt.append(pacc)
-        else:
-            nxt.append(pacc)
+                _seed_inverse(xp, s, ph, hessian(Yt, ev, rh, ph))
+        nxt.append(pacc)
         refused = ~acc
         pr, rr = ps[refused], rs[refused]
         more = _backtrack(xp, s, pr, rr, ev, rule)
