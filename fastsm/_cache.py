@@ -29,26 +29,45 @@ raises for any reason (a callee that no longer fits).  The kernel is compiled ag
 replaced, with one :class:`~fastsm.exceptions.CacheWarning` naming a damaged file.  A save that fails
 (no space, a file-size limit, permissions, a read-only file system) leaves the compiled kernel in use
 in memory, with one warning per process naming the cache folder.
+
+**One compile across processes.**  Processes that start on a cold cache together (the workers of a
+cluster, a test run's processes, the compile helper of :mod:`fastsm._prefetch`) would each compile every
+kernel.  :meth:`Kernel.compile` holds a file lock per kernel and signature (:func:`compile_lock`) while it
+loads or compiles: a process that finds the lock held waits for the holder's save and loads its entry.  A
+process holds locks only under Numba's compiler lock, so the locks one process holds form a chain of
+callers, and kernels call each other without cycles: no two processes wait for each other.  A holder that
+stops without releasing (a process paused in a debugger) is waited for :data:`COMPILE_WAIT` seconds at most;
+a process that dies releases its locks.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import itertools
 import os
 import pickle
 import re
+import time
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import numba
 import numpy as np
+from numba.core import sigutils
 from numba.core.caching import CompileResultCacheImpl, FunctionCache, IndexDataCacheFile
+from numba.core.compiler_lock import global_compiler_lock
 from numba.core.errors import NumbaWarning
 from numba.core.registry import CPUDispatcher
 
 from fastsm.exceptions import CacheWarning
+
+try:
+    import fcntl
+except ImportError:  # not on POSIX: no lock, each process compiles what it needs
+    fcntl = None  # type: ignore[assignment]
 
 #: Prefix of the symbols of kernels called by symbol.
 SYMBOL_PREFIX = "fastsm."
@@ -62,6 +81,12 @@ _PACKAGE = os.path.dirname(os.path.abspath(__file__))
 #: ``tests/test_cache.py`` checks that every kernel, and every module a kernel module imports from
 #: fastsm, lies here.
 KERNEL_SOURCES: tuple[str, ...] = ("_kernels", "config.py", "_lapack.py", "_cache.py")
+
+#: Seconds a process waits for another to finish compiling a kernel before it compiles the kernel itself.
+COMPILE_WAIT = 600.0
+
+#: The lock files this process holds (:func:`compile_lock`): read and changed only under Numba's compiler lock.
+_HELD: set[str] = set()
 
 #: First bytes of a data file written by :class:`EntryFile`.
 _MAGIC = b"fastsm-entry-1\n"
@@ -276,11 +301,86 @@ def save_failed(folder: str, reason: str) -> None:
                   "NUMBA_CACHE_DIR to a writable folder with space.", CacheWarning, stacklevel=3)
 
 
+@contextlib.contextmanager
+def compile_lock(path: str, wait: float = COMPILE_WAIT) -> Iterator[bool]:
+    """Hold the file lock ``path`` (created if missing), waiting at most ``wait`` seconds for another process to
+    release it; yields whether it holds it.  Call only under Numba's compiler lock.  A lock this process
+    already holds is not taken again (yields ``False``); where no lock can be taken (no ``fcntl``, a
+    read-only folder) the body runs unlocked (module docstring, "One compile across processes")."""
+    if fcntl is None or path in _HELD:
+        yield False
+        return
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:
+        yield False
+        return
+    try:
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                held = True
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    held = False
+                    break
+                time.sleep(0.01)
+            except OSError:  # a file system without locks
+                held = False
+                break
+        if held:
+            _HELD.add(path)
+        try:
+            yield held
+        finally:
+            _HELD.discard(path)
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def locked_elsewhere(path: str) -> bool:
+    """Whether another process (or another open file of this one) holds the lock ``path`` of :func:`compile_lock`."""
+    if fcntl is None or path in _HELD:
+        return False
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # releases it if taken
+    return False
+
+
 class Kernel(CPUDispatcher):
-    """Numba's CPU dispatcher with :class:`KernelCache` (every kernel of :func:`fastsm.config.kernel`)."""
+    """Numba's CPU dispatcher with :class:`KernelCache` (every kernel of :func:`fastsm.config.kernel`), compiling
+    each signature once across processes (module docstring)."""
 
     def enable_caching(self) -> None:
         self._cache = KernelCache(self.py_func)
+
+    def lock_path(self, args: tuple) -> str | None:
+        """The lock file of this kernel compiled for ``args`` (:func:`compile_lock`), or ``None`` uncached."""
+        cache = self._cache
+        if not isinstance(cache, KernelCache) or not cache._enabled:
+            return None
+        digest = hashlib.blake2b(repr(args).encode(), digest_size=_DIGEST).hexdigest()
+        return os.path.join(cache._cache_path, f"{cache._impl.filename_base}.{digest}.lock")
+
+    def compile(self, sig):
+        args, _ = sigutils.normalize_signature(sig)
+        path = None if tuple(args) in self.overloads else self.lock_path(tuple(args))
+        if path is None:
+            return super().compile(sig)
+        with global_compiler_lock, compile_lock(path):
+            return super().compile(sig)
 
 
 class InternalKernel(Kernel):

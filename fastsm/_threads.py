@@ -40,7 +40,7 @@ from fastsm._layer import configure_threading_layer, launch_in_main_thread, para
 
 __all__ = ["configure_threading_layer", "threading_layer", "resolve_threads", "thread_limits", "Compute",
            "worker_pool", "run_chunks", "chunk_bounds", "stop_requested", "check_stop", "Stopped", "pool_stop",
-           "remember_thread", "await_ended_threads"]
+           "remember_thread", "await_ended_threads", "cores"]
 
 def resolve_threads(threads: int | None) -> int:
     """Number of threads to use; ``None`` means all Numba threads."""
@@ -58,6 +58,14 @@ def resolve_threads(threads: int | None) -> int:
 def _cpu_count() -> int | None:
     # os.cpu_count() reads /sys on every call (~17 us; a local prediction resolves threads ~6 times a group)
     return os.cpu_count()
+
+
+def cores() -> int:
+    """Cores this process may run on (its affinity; elsewhere than Linux, the machine's)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 @functools.lru_cache(maxsize=1)

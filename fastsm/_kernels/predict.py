@@ -17,11 +17,16 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
+from numba import typeof, types
+from numba.core.registry import cpu_target
 
-from fastsm._kernels.objectives import KL, SM, SM_CUBIC, Points, objective_plan
+from fastsm._kernels.curvature import seed_inverse
+from fastsm._kernels.hessian import hessian_rows
+from fastsm._kernels.objectives import KL, SM, SM_CUBIC, Evaluations, Points, Products, objective_plan
 from fastsm._kernels.optimize import minimize_batch
 from fastsm._kernels.points import point_data, supported_alternatives
-from fastsm._kernels.quasi_newton import Options, Start, StopRule
+from fastsm._kernels.quasi_newton import Options, Start, StopRule, new_iterates
+from fastsm._kernels.shared import call
 from fastsm.config import ARMIJO_C1, MAX_LINESEARCH, WOLFE_EPS, kernel
 
 #: Starts of :class:`Run`: ``Y0`` as given, the supported ridge start, or a KLTGP run from it.
@@ -62,6 +67,32 @@ class Batch(NamedTuple):
     spread: np.ndarray  # the output spread of the row's model: the unit of tol and trust_radius
 
 
+def first_run_split(objs: Objectives, batch: Batch, plan: object, stop: np.ndarray) -> tuple[list, list]:
+    """How the compile of :func:`predict_rows` for these arguments splits between a helper process and this
+    one on a cold cache (:mod:`fastsm._prefetch`): ``(helper, here)``, lists of ``(kernel, argtypes)``.
+
+    The helper compiles :func:`~fastsm._kernels.optimize.minimize_batch`, which this kernel calls by symbol,
+    and its callees; this process compiles the exact Hessian's kernels first (the helper loads them; with
+    two optimiser steps more here the first run took longer, docs/performance.md), then
+    :func:`predict_rows` with the per-point data (:func:`point_data`), and loads ``minimize_batch``.  The types
+    are those the kernels are called with (``tests/test_prefetch.py`` checks them against the compiled
+    signatures): a wrong one costs only the helper's time."""
+    i1, f1, f2, f3 = (types.Array(types.int64, 1, "C"), types.Array(types.float64, 1, "C"),
+                      types.Array(types.float64, 2, "C"), types.Array(types.float64, 3, "C"))
+    start_y = cpu_target.typing_context.unify_pairs(typeof(batch.Y0), f2)  # the given start, or a run's end
+    start = types.BaseTuple.from_types([start_y, f2, types.Array(types.boolean, 1, "C")], Start)
+    points = Points(np.empty((0, 0)), np.empty(0), batch.held)
+    options = Options(StopRule(0, np.empty(0), 0.0, 0, 0.0, 0.0), np.empty(0), False, 0, False)
+    objective = typeof(objs.main)
+    minimize = (objective, typeof(points), start, typeof(options), typeof(stop), typeof(objs.cubic), typeof(plan))
+    evaluations = types.BaseTuple.from_types([f1, f2, f1, f1, i1], Evaluations)
+    products = types.BaseTuple.from_types([f3, typeof(plan)], Products)
+    iterates = typeof(new_iterates.py_func(np.empty((1, 1))))
+    return ([(minimize_batch, minimize)],
+            [(hessian_rows, (objective, i1, f2, evaluations, f3, f3, products, i1)),
+             (seed_inverse, (types.int64, f2, iterates))])
+
+
 @kernel(inline=True)
 def _options(run, max_iter, xtol, max_step, hessian):
     """``run``'s :class:`~fastsm._kernels.quasi_newton.Options` for ``max_iter`` iterations, with the line
@@ -95,10 +126,10 @@ def predict_rows(fit, objs, batch, run, plan, stop):
 
     Runs, in one loop: SMTGP's KLTGP start (``KL_START``), the method's run, and for KLTGP and IKLTGP
     the certainty's SMTGP evaluation at ``Y`` (a run of no iteration).  One call site each of
-    :func:`point_data`, :func:`supported_alternatives` and :func:`minimize_batch`, all three inlined:
-    linked, Numba would compile each again, machine code and all, into this kernel; called by symbol
-    (:func:`~fastsm._kernels.shared.call`, as their own large steps are) ``minimize_batch`` compiled no
-    faster (docs/architecture.md, docs/performance.md).
+    :func:`point_data`, :func:`supported_alternatives` and :func:`minimize_batch`: the first two inlined
+    (linked, Numba would compile each again, machine code and all, into this kernel), ``minimize_batch``
+    called by symbol (:func:`~fastsm._kernels.shared.call`): alone it compiles no faster so, but a helper
+    process can compile it while this one compiles the rest (:func:`first_run_split`, :mod:`fastsm._prefetch`).
     """
     m, dy = batch.Y0.shape
     held = batch.held
@@ -122,7 +153,7 @@ def predict_rows(fit, objs, batch, run, plan, stop):
             start = Start(Y, Y, _no_alternatives(m))
         obj = objs.start if phase == 0 else objs.main if phase == 1 else objs.certainty
         n = run.start_iter if phase == 0 else run.max_iter if phase == 1 else 0
-        out = minimize_batch(obj, Points(Gxy if code == SM else F, eta_x, held), start,
+        out = call(minimize_batch, obj, Points(Gxy if code == SM else F, eta_x, held), start,
                              _options(run, n, xtol, max_step, phase == 1 and run.hessian), stop, objs.cubic,
                              objective_plan(plan, code))
         if phase == 2:  # the certainty's ingredients at Y: one evaluation, no iteration

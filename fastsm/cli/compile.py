@@ -13,13 +13,14 @@ self-contained.
 from __future__ import annotations
 
 import multiprocessing
-import os
 import time
 import warnings
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 
 import numpy as np
+
+from fastsm._threads import cores
 
 
 def _steps(threads: int | None) -> list[tuple[str, Callable[[], object]]]:
@@ -117,14 +118,6 @@ def _run_steps(group: tuple[int, ...], threads: int | None) -> list[float]:
         steps[k][1]()
         seconds.append(time.perf_counter() - t0)
     return seconds
-
-
-def cores() -> int:
-    """Cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def main(threads: int | None = None, jobs: int | None = None) -> int:

@@ -28,6 +28,7 @@ from fastsm.tgp.prediction import (
     evaluate,
     log_certainty_at,
     predict_global,
+    prefetch_prediction,
     prepare_points,
 )
 from fastsm.tgp.views import check_method_factors, products_plan
@@ -84,6 +85,7 @@ def fit(
     """
     params = TGPParams() if params is None else params
     X, Y, methods, w, params = check_training(X, Y, params, methods, sample_weight)
+    prefetch_prediction()  # on a cold cache: a helper compiles half of the first prediction's kernels meanwhile
     return TGPModel._from_parts(X, Y, params, methods, factorize(X, Y, params, methods, threads, w), w)
 
 def predict(

@@ -21,7 +21,9 @@ from fastsm import config
 from fastsm._interrupt import run_interruptible
 from fastsm._kernels import objectives as obj
 from fastsm._kernels.points import linear_rows, point_data
-from fastsm._kernels.predict import GIVEN, KL_START, LINEAR, Batch, Objectives, Run, predict_rows
+from fastsm._kernels.predict import GIVEN, KL_START, LINEAR, Batch, Objectives, Run, first_run_split, predict_rows
+from fastsm._kernels.tri_rows import SOLVE_PLAN
+from fastsm._prefetch import first_run, start_helpers
 from fastsm._progress import Progress
 from fastsm._threads import Compute, run_chunks
 from fastsm._validation import as_2d, check_choice
@@ -37,6 +39,7 @@ from fastsm.tgp.views import (
     held_rows,
     objective_view,
     products_plan,
+    read_only,
 )
 
 Method = Literal["sm", "kl", "ikl", "sm_cubic"]
@@ -250,6 +253,16 @@ def model_objectives(model: TGPModel, method: str, run: Run, loo: LeaveOneOut | 
     return Objectives(first, main, sm, cubic_factors(model, method))
 
 
+def prefetch_prediction() -> None:
+    """As a global model's fit begins, on a cold cache: start the first-run helper of its predictions
+    (:func:`~fastsm._kernels.predict.first_run_split`, :mod:`fastsm._prefetch`), which compiles while the fit
+    does.  Every global model's prediction has these types (its arrays read-only, C-ordered)."""
+    view = read_only(np.empty((0, 0)))
+    o = obj.Objective(0, view, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, view, view, 0.0, 0.0, view, view, view)
+    batch = Batch(np.empty((1, 1)), np.empty((1, 1)), np.empty(1, dtype=np.int64), np.empty(1))
+    start_helpers(first_run_split(Objectives(o, o, o, None), batch, SOLVE_PLAN, np.zeros(1, dtype=np.int64))[0])
+
+
 def predict_points(model: TGPModel, X: np.ndarray, Y0: np.ndarray, opts: PredictOptions, *,
                    held: np.ndarray | None = None, spread: np.ndarray | None = None, loo: LeaveOneOut | None = None,
                    certainty: bool = True) -> Prediction:
@@ -291,6 +304,8 @@ def predict_points(model: TGPModel, X: np.ndarray, Y0: np.ndarray, opts: Predict
             run_chunks(e - s, handle.n_threads, functools.partial(chunk, stop=handle.stop), start=s)
             bar.step(e - s)
 
+    if n:  # on a cold cache a helper process compiles half of the kernels (fastsm._prefetch)
+        first_run(*first_run_split(objs, Batch(Xc[:1], Y0[:1], hb[:1], unit[:1]), plan, np.zeros(1, dtype=np.int64)))
     # ~30 evaluations of 2 N^2 flops per point and (two triangular) product
     with Progress(opts.progress, n, "predict") as bar:
         run_interruptible(opts.threads, body, flops=60.0 * n * model.n_train**2 * (1 if method == "kl" else 2))

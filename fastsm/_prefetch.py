@@ -1,0 +1,113 @@
+"""A helper process that compiles one kernel family while this process compiles the rest: a first run.
+
+Numba compiles one kernel at a time, holding the GIL, so a process's first prediction on a cold cache
+compiles :func:`~fastsm._kernels.predict.predict_rows` and everything it calls on one core.  Half of that
+is :func:`~fastsm._kernels.optimize.minimize_batch` and its callees, which ``predict_rows`` calls by
+symbol.  :func:`prefetch` starts ``python -m fastsm._prefetch`` compiling that kernel for the argument
+types this process will call it with (:func:`~fastsm._kernels.predict.minimize_types`), if Numba's cache
+holds no entry of it; this process compiles the other half meanwhile, and when it reaches a kernel the
+helper is compiling it waits for the helper's save and loads the entry
+(:func:`fastsm._cache.compile_lock`).  Measured in docs/performance.md, "A first run".
+
+No helper with ``FASTSM_COMPILE_HELPER=0``, on one core, without a cache, or inside a helper.  The helper
+inherits this process's environment (Numba's settings, the cache folder) and finds this fastsm first on
+its path; it prints nothing, and Ctrl-C in a terminal stops it with its parent.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+import threading
+from typing import Any
+
+import numba
+
+from fastsm._cache import KernelCache, locked_elsewhere
+from fastsm._threads import cores
+
+#: The environment variable that turns the helper off (``0``).
+ENV = "FASTSM_COMPILE_HELPER"
+
+
+def enabled() -> bool:
+    """Whether :func:`prefetch` may start a helper: not turned off (:data:`ENV`), more than one core."""
+    return os.environ.get(ENV, "1") != "0" and cores() > 1
+
+
+def ready(kernel: Any, argtypes: tuple) -> bool:
+    """Whether ``kernel`` for ``argtypes`` needs no compiling: compiled in this process, or an entry in Numba's
+    cache (or no cache to share with a helper)."""
+    if argtypes in kernel.overloads:
+        return True
+    cache = kernel._cache
+    if not isinstance(cache, KernelCache) or not cache._enabled:
+        return True
+    try:
+        return cache._cache_file.entry_path(cache._index_key(argtypes, kernel.targetctx.codegen())) is not None
+    except Exception:  # an index that cannot be read: the compile replaces it
+        return False
+
+
+def in_progress(kernel: Any, argtypes: tuple) -> bool:
+    """Whether another process holds the compile lock of ``kernel`` for ``argtypes`` (it is compiling it)."""
+    path = kernel.lock_path(argtypes)
+    return path is not None and locked_elsewhere(path)
+
+
+def prefetch(kernel: Any, argtypes: tuple) -> subprocess.Popen | None:
+    """Start a helper process compiling ``kernel`` (a kernel of :func:`fastsm.config.kernel`) for ``argtypes``
+    into Numba's cache; returns it.  The caller checks :func:`enabled`, :func:`ready` and :func:`in_progress`."""
+    fd, path = tempfile.mkstemp(prefix="fastsm-prefetch-", suffix=".pickle")
+    with os.fdopen(fd, "wb") as f:
+        pickle.dump((kernel.py_func.__module__, kernel.py_func.__name__, argtypes), f)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, **{ENV: "0"}, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+    folder = getattr(numba.config, "CACHE_DIR", "")  # not in numba's stubs
+    if folder:
+        env["NUMBA_CACHE_DIR"] = folder
+    proc = subprocess.Popen([sys.executable, "-m", "fastsm._prefetch", path], env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    threading.Thread(target=proc.wait, name="fastsm-prefetch", daemon=True).start()  # reaps it when it ends
+    return proc
+
+
+def start_helpers(helper: list) -> bool:
+    """For each ``(kernel, argtypes)`` of ``helper`` not :func:`ready`: a helper process compiling it, unless one is
+    :func:`in_progress` (or none is :func:`enabled`).  Returns whether any of them is being compiled elsewhere."""
+    if not enabled():
+        return False
+    busy = False
+    for kernel, argtypes in helper:
+        if ready(kernel, argtypes):
+            continue
+        if not in_progress(kernel, argtypes):
+            prefetch(kernel, argtypes)
+        busy = True
+    return busy
+
+
+def first_run(helper: list, here: list) -> bool:
+    """Split a cold compile: :func:`start_helpers` ``helper``'s kernels elsewhere; if any is compiled elsewhere, compile
+    those of ``here`` in this process now (the helper loads them when it needs them).  Returns whether."""
+    if not start_helpers(helper):
+        return False
+    for kernel, argtypes in here:
+        kernel.compile(argtypes)
+    return True
+
+
+def compile_from(path: str) -> None:
+    """The helper's work: compile the kernel named in the file ``path`` (then removed) for its types."""
+    with open(path, "rb") as f:
+        module, name, argtypes = pickle.load(f)
+    os.remove(path)
+    getattr(importlib.import_module(module), name).compile(argtypes)
+
+
+if __name__ == "__main__":
+    compile_from(sys.argv[1])
