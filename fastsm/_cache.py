@@ -69,6 +69,9 @@ try:
 except ImportError:  # not on POSIX: no lock, each process compiles what it needs
     fcntl = None  # type: ignore[assignment]
 
+#: Whether processes can lock a kernel's compile (:func:`compile_lock`): POSIX file locks.
+LOCKS = fcntl is not None
+
 #: Prefix of the symbols of kernels called by symbol.
 SYMBOL_PREFIX = "fastsm."
 

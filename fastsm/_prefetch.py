@@ -1,17 +1,18 @@
 """A helper process that compiles one kernel family while this process compiles the rest: a first run.
 
 Numba compiles one kernel at a time, holding the GIL, so a process's first prediction on a cold cache
-compiles :func:`~fastsm._kernels.predict.predict_rows` and everything it calls on one core.  Half of that
-is :func:`~fastsm._kernels.optimize.minimize_batch` and its callees, which ``predict_rows`` calls by
-symbol.  :func:`prefetch` starts ``python -m fastsm._prefetch`` compiling that kernel for the argument
-types this process will call it with (:func:`~fastsm._kernels.predict.minimize_types`), if Numba's cache
-holds no entry of it; this process compiles the other half meanwhile, and when it reaches a kernel the
-helper is compiling it waits for the helper's save and loads the entry
-(:func:`fastsm._cache.compile_lock`).  Measured in docs/performance.md, "A first run".
+compiled :func:`~fastsm._kernels.predict.predict_rows` and everything it calls on one core.  About half of
+that is :func:`~fastsm._kernels.optimize.minimize_batch` and its callees, which ``predict_rows`` calls by
+symbol.  :func:`start_helpers` starts ``python -m fastsm._prefetch`` compiling that kernel for the argument
+types this process will call it with (:func:`~fastsm._kernels.predict.first_run_split`), if Numba's cache
+holds no entry of it and no other process is compiling it; this process compiles the other half
+meanwhile, and when it reaches a kernel the helper is compiling it waits for the helper's save and loads
+the entry (:func:`fastsm._cache.compile_lock`).  Measured in docs/performance.md, "A first run on two
+cores".
 
-No helper with ``FASTSM_COMPILE_HELPER=0``, on one core, without a cache, or inside a helper.  The helper
-inherits this process's environment (Numba's settings, the cache folder) and finds this fastsm first on
-its path; it prints nothing, and Ctrl-C in a terminal stops it with its parent.
+No helper with ``FASTSM_COMPILE_HELPER=0``, on one core, without a cache or file locks (not POSIX), or
+inside a helper.  The helper inherits this process's environment (Numba's settings, the cache folder) and
+finds this fastsm first on its path; it prints nothing, and Ctrl-C in a terminal stops it with its parent.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any
 
 import numba
 
-from fastsm._cache import KernelCache, locked_elsewhere
+from fastsm._cache import LOCKS, KernelCache, locked_elsewhere
 from fastsm._threads import cores
 
 #: The environment variable that turns the helper off (``0``).
@@ -35,8 +36,9 @@ ENV = "FASTSM_COMPILE_HELPER"
 
 
 def enabled() -> bool:
-    """Whether :func:`prefetch` may start a helper: not turned off (:data:`ENV`), more than one core."""
-    return os.environ.get(ENV, "1") != "0" and cores() > 1
+    """Whether helpers may start: not turned off (:data:`ENV`), more than one core, and compile locks (without
+    them this process would compile the helper's kernels beside it)."""
+    return LOCKS and os.environ.get(ENV, "1") != "0" and cores() > 1
 
 
 def ready(kernel: Any, argtypes: tuple) -> bool:

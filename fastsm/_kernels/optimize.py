@@ -33,7 +33,7 @@ from fastsm._kernels.shared import call
 from fastsm.config import kernel
 
 
-@kernel(internal=True)
+@kernel()
 def minimize_batch(obj, pts, start, opts, stop, cubic, plan):
     """Minimise the TGP objective (:class:`~fastsm._kernels.objectives.Objective` ``obj``) of every point
     (:class:`~fastsm._kernels.objectives.Points` ``pts``) from :class:`Start` ``start``, with

@@ -13,6 +13,7 @@ self-contained.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import time
 import warnings
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 
 import numpy as np
 
+from fastsm._prefetch import ENV
 from fastsm._threads import cores
 
 
@@ -136,6 +138,7 @@ def main(threads: int | None = None, jobs: int | None = None) -> int:
             step()
             print(f" {time.perf_counter() - t0:.1f} s", flush=True)
     else:
+        os.environ[ENV] = "0"  # the jobs compile side by side already: no first-run helpers (fastsm._prefetch) beside
         with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
             futures = {pool.submit(_run_steps, group, threads): group for group in GROUPS}
             for fut in as_completed(futures):

@@ -20,6 +20,7 @@ import numpy as np
 from fastsm import config
 from fastsm._interrupt import run_interruptible
 from fastsm._kernels import objectives as obj
+from fastsm._kernels.optimize import minimize_batch
 from fastsm._kernels.points import linear_rows, point_data
 from fastsm._kernels.predict import GIVEN, KL_START, LINEAR, Batch, Objectives, Run, first_run_split, predict_rows
 from fastsm._kernels.tri_rows import SOLVE_PLAN
@@ -256,7 +257,11 @@ def model_objectives(model: TGPModel, method: str, run: Run, loo: LeaveOneOut | 
 def prefetch_prediction() -> None:
     """As a global model's fit begins, on a cold cache: start the first-run helper of its predictions
     (:func:`~fastsm._kernels.predict.first_run_split`, :mod:`fastsm._prefetch`), which compiles while the fit
-    does.  Every global model's prediction has these types (its arrays read-only, C-ordered)."""
+    does.  Every global model's prediction has these types (its arrays read-only, C-ordered).  Nothing once
+    this process holds the optimiser's kernel (deriving the types and reading the cache's index cost about a
+    millisecond a call)."""
+    if minimize_batch.overloads:
+        return
     view = read_only(np.empty((0, 0)))
     o = obj.Objective(0, view, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, view, view, 0.0, 0.0, view, view, view)
     batch = Batch(np.empty((1, 1)), np.empty((1, 1)), np.empty(1, dtype=np.int64), np.empty(1))
@@ -304,7 +309,7 @@ def predict_points(model: TGPModel, X: np.ndarray, Y0: np.ndarray, opts: Predict
             run_chunks(e - s, handle.n_threads, functools.partial(chunk, stop=handle.stop), start=s)
             bar.step(e - s)
 
-    if n:  # on a cold cache a helper process compiles half of the kernels (fastsm._prefetch)
+    if n and not minimize_batch.overloads:  # a first run: a helper compiles half of the kernels (fastsm._prefetch)
         first_run(*first_run_split(objs, Batch(Xc[:1], Y0[:1], hb[:1], unit[:1]), plan, np.zeros(1, dtype=np.int64)))
     # ~30 evaluations of 2 N^2 flops per point and (two triangular) product
     with Progress(opts.progress, n, "predict") as bar:
