@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -28,6 +29,7 @@ def test_the_split_names_the_types_predictions_compile(monkeypatch):
     asked = []
     monkeypatch.setattr(prediction, "first_run", lambda helper, here: asked.extend(helper + here))
     monkeypatch.setattr(prediction, "start_helpers", lambda helper: asked.extend(helper))
+    monkeypatch.setattr(prediction, "minimize_batch", SimpleNamespace(overloads={}))  # every call is a first run
     X, Xt, Y, _ = datasets.toy1(0, n_train=40, n_test=5)
     model = tgp.fit(X, Y)
     for method in ("kl", "ikl", "sm"):
@@ -116,3 +118,15 @@ def test_no_helper_when_turned_off_or_on_one_core(monkeypatch):
     monkeypatch.setenv(_prefetch.ENV, "1")
     monkeypatch.setattr(_prefetch, "cores", lambda: 1)
     assert not _prefetch.enabled()
+
+
+def test_no_first_run_work_once_this_process_holds_the_optimiser(monkeypatch):
+    X, Xt, Y, _ = datasets.toy1(0, n_train=30, n_test=3)
+    tgp.predict(tgp.fit(X, Y), Xt, method="kl", max_iter=2)
+
+    def refuse(*args):
+        raise AssertionError("a first-run helper looked for after the optimiser was compiled or loaded")
+
+    monkeypatch.setattr(prediction, "first_run", refuse)
+    monkeypatch.setattr(prediction, "start_helpers", refuse)
+    tgp.predict(tgp.fit(X, Y), Xt, method="sm", max_iter=2)
