@@ -22,7 +22,6 @@ import os
 import pickle
 import subprocess
 import sys
-import tempfile
 import threading
 from typing import Any
 
@@ -63,17 +62,26 @@ def in_progress(kernel: Any, argtypes: tuple) -> bool:
 
 def prefetch(kernel: Any, argtypes: tuple) -> subprocess.Popen | None:
     """Start a helper process compiling ``kernel`` (a kernel of :func:`fastsm.config.kernel`) for ``argtypes``
-    into Numba's cache; returns it.  The caller checks :func:`enabled`, :func:`ready` and :func:`in_progress`."""
-    fd, path = tempfile.mkstemp(prefix="fastsm-prefetch-", suffix=".pickle")
-    with os.fdopen(fd, "wb") as f:
-        pickle.dump((kernel.py_func.__module__, kernel.py_func.__name__, argtypes), f)
+    into Numba's cache, the job handed over on its standard input; returns it, or ``None`` where it cannot start
+    (the compile then happens here, as without a helper).  The caller checks :func:`enabled`, :func:`ready` and
+    :func:`in_progress`."""
+    job = pickle.dumps((kernel.py_func.__module__, kernel.py_func.__name__, argtypes))
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ, **{ENV: "0"}, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
     folder = getattr(numba.config, "CACHE_DIR", "")  # not in numba's stubs
     if folder:
         env["NUMBA_CACHE_DIR"] = folder
-    proc = subprocess.Popen([sys.executable, "-m", "fastsm._prefetch", path], env=env, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "fastsm._prefetch"], env=env, stdin=subprocess.PIPE,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except OSError:  # no process can be started here (limits, no executable)
+        return None
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write(job)  # a few kB: within a pipe's buffer
+        proc.stdin.close()
+    except OSError:  # the helper died at start: nothing to wait for
+        pass
     threading.Thread(target=proc.wait, name="fastsm-prefetch", daemon=True).start()  # reaps it when it ends
     return proc
 
@@ -87,9 +95,7 @@ def start_helpers(helper: list) -> bool:
     for kernel, argtypes in helper:
         if ready(kernel, argtypes):
             continue
-        if not in_progress(kernel, argtypes):
-            prefetch(kernel, argtypes)
-        busy = True
+        busy = in_progress(kernel, argtypes) or prefetch(kernel, argtypes) is not None or busy
     return busy
 
 
@@ -103,13 +109,11 @@ def first_run(helper: list, here: list) -> bool:
     return True
 
 
-def compile_from(path: str) -> None:
-    """The helper's work: compile the kernel named in the file ``path`` (then removed) for its types."""
-    with open(path, "rb") as f:
-        module, name, argtypes = pickle.load(f)
-    os.remove(path)
+def compile_job(job: bytes) -> None:
+    """The helper's work: compile the kernel that ``job`` (:func:`prefetch`'s pickle) names, for its types."""
+    module, name, argtypes = pickle.loads(job)
     getattr(importlib.import_module(module), name).compile(argtypes)
 
 
 if __name__ == "__main__":
-    compile_from(sys.argv[1])
+    compile_job(sys.stdin.buffer.read())
