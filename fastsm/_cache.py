@@ -377,6 +377,17 @@ class Kernel(CPUDispatcher):
         digest = hashlib.blake2b(repr(args).encode(), digest_size=_DIGEST).hexdigest()
         return os.path.join(cache._cache_path, f"{cache._impl.filename_base}.{digest}.lock")
 
+    def cached(self, args: tuple) -> bool:
+        """Whether Numba's cache holds an entry of this kernel for ``args`` (no cache, an unreadable index: no)."""
+        cache = self._cache
+        if not isinstance(cache, KernelCache) or not cache._enabled:
+            return False
+        try:
+            codegen = self.targetctx.codegen()  # type: ignore[attr-defined]  # the CPU context's, not in the stubs
+            return cache._cache_file.entry_path(cache._index_key(args, codegen)) is not None
+        except Exception:  # an unreadable index: the compile replaces it
+            return False
+
     def compile(self, sig):
         args, _ = sigutils.normalize_signature(sig)
         path = None if tuple(args) in self.overloads else self.lock_path(tuple(args))

@@ -27,7 +27,7 @@ from typing import Any
 
 import numba
 
-from fastsm._cache import LOCKS, KernelCache, locked_elsewhere
+from fastsm._cache import LOCKS, locked_elsewhere
 from fastsm._threads import cores
 
 #: The environment variable that turns the helper off (``0``).
@@ -43,15 +43,7 @@ def enabled() -> bool:
 def ready(kernel: Any, argtypes: tuple) -> bool:
     """Whether ``kernel`` for ``argtypes`` needs no compiling: compiled in this process, or an entry in Numba's
     cache (or no cache to share with a helper)."""
-    if argtypes in kernel.overloads:
-        return True
-    cache = kernel._cache
-    if not isinstance(cache, KernelCache) or not cache._enabled:
-        return True
-    try:
-        return cache._cache_file.entry_path(cache._index_key(argtypes, kernel.targetctx.codegen())) is not None
-    except Exception:  # an index that cannot be read: the compile replaces it
-        return False
+    return argtypes in kernel.overloads or kernel.lock_path(argtypes) is None or kernel.cached(argtypes)
 
 
 def in_progress(kernel: Any, argtypes: tuple) -> bool:
