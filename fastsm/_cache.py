@@ -215,6 +215,8 @@ class EntryFile(IndexDataCacheFile):
         return pickle.loads(body) if tag == self._tag(key) else None
 
     def load(self, key: Any) -> Any:
+        """Numba's ``load``, checked as :meth:`read` (:meth:`KernelCache.load_overload` reads in two steps to name
+        the file in its warning; this keeps Numba's own entry point from reading unchecked)."""
         path = self.entry_path(key)
         return None if path is None else self.read(path, key)
 
@@ -304,35 +306,44 @@ def save_failed(folder: str, reason: str) -> None:
                   "NUMBA_CACHE_DIR to a writable folder with space.", CacheWarning, stacklevel=3)
 
 
+def _open_lock(path: str) -> int | None:
+    """A descriptor of the lock file ``path`` (created if missing), or ``None`` where no lock can be taken there (no
+    ``fcntl``, a read-only folder)."""
+    if fcntl is None:
+        return None
+    try:
+        return os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:
+        return None
+
+
+def _try_lock(fd: int) -> bool | None:
+    """Take the lock of ``fd`` if free: ``True`` taken, ``False`` held by another open file, ``None`` on a file
+    system without locks."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    except OSError:
+        return None
+    return True
+
+
 @contextlib.contextmanager
 def compile_lock(path: str, wait: float = COMPILE_WAIT) -> Iterator[bool]:
     """Hold the file lock ``path`` (created if missing), waiting at most ``wait`` seconds for another process to
     release it; yields whether it holds it.  Call only under Numba's compiler lock.  A lock this process
     already holds is not taken again (yields ``False``); where no lock can be taken (no ``fcntl``, a
     read-only folder) the body runs unlocked (module docstring, "One compile across processes")."""
-    if fcntl is None or path in _HELD:
-        yield False
-        return
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-    except OSError:
+    fd = None if path in _HELD else _open_lock(path)
+    if fd is None:
         yield False
         return
     try:
         deadline = time.monotonic() + wait
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                held = True
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    held = False
-                    break
-                time.sleep(0.01)
-            except OSError:  # a file system without locks
-                held = False
-                break
+        while (taken := _try_lock(fd)) is False and time.monotonic() <= deadline:
+            time.sleep(0.01)
+        held = bool(taken)
         if held:
             _HELD.add(path)
         try:
@@ -345,21 +356,13 @@ def compile_lock(path: str, wait: float = COMPILE_WAIT) -> Iterator[bool]:
 
 def locked_elsewhere(path: str) -> bool:
     """Whether another process (or another open file of this one) holds the lock ``path`` of :func:`compile_lock`."""
-    if fcntl is None or path in _HELD:
+    fd = None if path in _HELD else _open_lock(path)
+    if fd is None:
         return False
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    except OSError:
-        return False
+        return _try_lock(fd) is False
     finally:
         os.close(fd)  # releases it if taken
-    return False
 
 
 class Kernel(CPUDispatcher):

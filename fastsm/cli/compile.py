@@ -60,6 +60,12 @@ def _steps(threads: int | None) -> list[tuple[str, Callable[[], object]]]:
                 tgp.predict(model, Xst, method=method, **kw)
         return run
 
+    def gpu_host():  # the GPU engine's one kernel on the host (fastsm.cuda.local): run here by its NumPy backend
+        import fastsm.cuda
+
+        model = tgp.fit_local(Xs, Ys, n_neighbors=20)
+        fastsm.cuda.predict(model, Xst, method="kl", max_iter=3, backend="numpy")
+
     def updates():
         fitted()
         m = tgp.partial_fit(state["model"], Xt[:2], Y[:2], **kw)
@@ -102,13 +108,14 @@ def _steps(threads: int | None) -> list[tuple[str, Callable[[], object]]]:
         ("importance weights (pg, fw, afw, pfw + polish)", weights),
         ("divergences between Gaussians", gaussians),
         ("Gaussian-mixture measures and GMM-NPE", mixtures),
+        ("the GPU engine's local ridge starts (on the host)", gpu_host),
     ]
 
 
 #: Step indices of :func:`_steps` that compile the same kernels: one process runs each group in turn, the
 #: groups go to ``jobs`` processes, longest first.  Steps of one group in two processes compiled their kernels
 #: twice: KLTGP's and IKLTGP's predictions took 46.5 and 44.5 s side by side, 41.4 and 0.2 s in turn.
-GROUPS: tuple[tuple[int, ...], ...] = ((5, 6, 7), (0, 1, 2, 3, 4, 8), (11,), (9,), (10,))
+GROUPS: tuple[tuple[int, ...], ...] = ((5, 6, 7), (0, 1, 2, 3, 4, 8), (11,), (9,), (10,), (12,))
 
 
 def _run_steps(group: tuple[int, ...], threads: int | None) -> list[float]:

@@ -181,8 +181,9 @@ class _KnnBlocks:
             return 0
         out = self.out
         ex = res.extrapolated
-        lc = certainty_from(self.alpha, res.eta_x, res.eta_y, res.eta_xy)
-        lc[ex] = -np.inf
+        lc = np.full(m, -np.inf)
+        own = (res.status == 0) & ~ex  # the rest: extrapolated, or left to the per-point path (its etas unset)
+        lc[own] = certainty_from(self.alpha, res.eta_x[own], res.eta_y[own], res.eta_xy[own])
         out["y"][rows], out["it"][rows], out["ev"][rows], out["f"][rows] = res.y, res.n_iter, res.n_eval, res.criterion
         out["cv"][rows], out["h"][rows], out["ex"][rows], out["lc"][rows] = res.converged & ~ex, res.hits, ex, lc
         out["obj"][rows] = sm_value(res.criterion, self.method, self.beta)
