@@ -52,12 +52,12 @@ def in_progress(kernel: Any, argtypes: tuple) -> bool:
     return path is not None and locked_elsewhere(path)
 
 
-def prefetch(kernel: Any, argtypes: tuple) -> subprocess.Popen | None:
-    """Start a helper process compiling ``kernel`` (a kernel of :func:`fastsm.config.kernel`) for ``argtypes``
-    into Numba's cache, the job handed over on its standard input; returns it, or ``None`` where it cannot start
-    (the compile then happens here, as without a helper).  The caller checks :func:`enabled`, :func:`ready` and
-    :func:`in_progress`."""
-    job = pickle.dumps((kernel.py_func.__module__, kernel.py_func.__name__, argtypes))
+def prefetch(jobs: list) -> subprocess.Popen | None:
+    """Start a helper process compiling each ``(kernel, argtypes)`` of ``jobs`` in turn (kernels of
+    :func:`fastsm.config.kernel`) into Numba's cache, the jobs handed over on its standard input; returns it, or
+    ``None`` where it cannot start (the compile then happens here, as without a helper).  The caller checks
+    :func:`enabled`, :func:`ready` and :func:`in_progress`."""
+    job = pickle.dumps([(kernel.py_func.__module__, kernel.py_func.__name__, argtypes) for kernel, argtypes in jobs])
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ, **{ENV: "0"}, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
     folder = getattr(numba.config, "CACHE_DIR", "")  # not in numba's stubs
@@ -79,16 +79,15 @@ def prefetch(kernel: Any, argtypes: tuple) -> subprocess.Popen | None:
 
 
 def start_helpers(helper: list) -> bool:
-    """For each ``(kernel, argtypes)`` of ``helper`` not :func:`ready`: a helper process compiling it, unless one is
-    :func:`in_progress` (or none is :func:`enabled`).  Returns whether any of them is being compiled elsewhere."""
+    """A helper process compiling, in order, the ``(kernel, argtypes)`` of ``helper`` that are not :func:`ready`,
+    unless one of them is :func:`in_progress` (a helper is at work) or no helper is :func:`enabled`.  Returns whether
+    they are being compiled elsewhere."""
     if not enabled():
         return False
-    busy = False
-    for kernel, argtypes in helper:
-        if ready(kernel, argtypes):
-            continue
-        busy = in_progress(kernel, argtypes) or prefetch(kernel, argtypes) is not None or busy
-    return busy
+    todo = [(kernel, argtypes) for kernel, argtypes in helper if not ready(kernel, argtypes)]
+    if not todo:
+        return False
+    return any(in_progress(kernel, argtypes) for kernel, argtypes in todo) or prefetch(todo) is not None
 
 
 def first_run(helper: list, here: list) -> bool:
@@ -102,9 +101,9 @@ def first_run(helper: list, here: list) -> bool:
 
 
 def compile_job(job: bytes) -> None:
-    """The helper's work: compile the kernel that ``job`` (:func:`prefetch`'s pickle) names, for its types."""
-    module, name, argtypes = pickle.loads(job)
-    getattr(importlib.import_module(module), name).compile(argtypes)
+    """The helper's work: compile the kernels that ``job`` (:func:`prefetch`'s pickle) names, for their types."""
+    for module, name, argtypes in pickle.loads(job):
+        getattr(importlib.import_module(module), name).compile(argtypes)
 
 
 if __name__ == "__main__":

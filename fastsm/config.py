@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import numba
@@ -165,7 +166,8 @@ PRANGE_ONLY: dict[str, bool] = {
 }
 
 
-def kernel(*, parallel: bool = False, inline: bool = False, internal: bool = False):
+def kernel(*, parallel: bool = False, inline: bool = False, internal: bool = False,
+           result: Callable[[tuple], Any] | None = None):
     """Decorator factory: ``numba.njit`` with the project's flags.
 
     Parameters
@@ -186,6 +188,11 @@ def kernel(*, parallel: bool = False, inline: bool = False, internal: bool = Fal
         NamedTuples of the optimiser; 1 s of the cold demo), and the
         dispatcher is an :class:`InternalKernel`, whose calls from Python raise
         ``TypeError``.
+    result : callable, optional
+        The kernel's return type as a function of its argument types (Numba types), for a kernel called by
+        symbol (:func:`fastsm._kernels.shared.call`) whose result does not need its compile to be known: a
+        caller is then typed and lowered without waiting for the kernel, which is compiled (or loaded from
+        the cache) as the call is emitted.  The compiled type is checked against it.
     """
     # numba's stubs type ``parallel`` as bool (it also takes the dict of passes to run) and do not
     # list ``no_cfunc_wrapper``: no kernel is passed as a first-class function, and the C wrapper of
@@ -198,6 +205,7 @@ def kernel(*, parallel: bool = False, inline: bool = False, internal: bool = Fal
         disp = numba.njit(**options)(fn)
         # Numba's dispatcher with fastsm's cache (fastsm._cache); the classes hold no state of their own
         disp.__class__ = InternalKernel if internal else Kernel
+        disp.result_type = result
         try:
             disp.enable_caching()  # what cache=True does
         except RuntimeError as err:  # no writable cache folder: "cannot cache function ...: no locator available"

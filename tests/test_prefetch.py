@@ -11,12 +11,16 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from numba import types
 
 import fastsm._cache as kc
 from fastsm import datasets, tgp
 from fastsm._kernels.curvature import seed_inverse
 from fastsm._kernels.hessian import hessian_rows
 from fastsm._kernels.optimize import minimize_batch
+from fastsm._kernels.quasi_newton import accept, backtrack_step, next_iteration, start_step
+from fastsm._kernels.shared import call
+from fastsm.config import kernel as numba_kernel
 from fastsm.tgp import prediction
 
 fcntl = pytest.importorskip("fcntl")
@@ -36,10 +40,32 @@ def test_the_split_names_the_types_predictions_compile(monkeypatch):
         tgp.predict(model, Xt, method=method, max_iter=3)
     tgp.predict(model, Xt, method="sm", init=np.asfortranarray(np.zeros((5, Y.shape[1]))), max_iter=3)
     tgp.loo_predict(model, method="sm", max_iter=3)
-    assert len(asked) == 1 + 3 * 5
-    assert {kernel for kernel, _ in asked} == {minimize_batch, hessian_rows, seed_inverse}
+    assert len(asked) == 6 + 5 * 7  # the fit's helper list, then each prediction's helper and own lists
+    steps = {start_step, accept, backtrack_step, next_iteration}
+    assert {kernel for kernel, _ in asked} == {minimize_batch, hessian_rows, seed_inverse} | steps
     for kernel, argtypes in asked:
         assert argtypes in kernel.signatures, kernel
+    for argtypes, cres in minimize_batch.overloads.items():  # its declared result type (predict_rows types by it)
+        assert minimize_batch.result_type(argtypes) == cres.signature.return_type
+
+
+@numba_kernel(result=lambda argtypes: types.float64)  # wrong for an integer argument
+def _twice(x):
+    return 2 * x
+
+
+@numba_kernel()
+def _calls_twice(x):
+    return call(_twice, x)
+
+
+def test_a_declared_result_type_is_checked_before_the_code_is_emitted():
+    """A kernel with a declared result type is not compiled to type a call by symbol; it is compiled (or loaded)
+    before the caller's code goes to the JIT, and a declared type that is not the compiled one fails the caller's
+    compile, naming both."""
+    with pytest.raises(Exception, match=r"returns int64, not its declared result type float64"):
+        _calls_twice(3)
+    assert (types.int64,) in _twice.overloads
 
 
 def _locker(path):
@@ -80,7 +106,7 @@ HELPER = textwrap.dedent("""
     argtypes = (types.Array(types.float64, 2, "A"),)
     assert not _prefetch.ready(_column_extremes, argtypes)
     assert not _prefetch.in_progress(_column_extremes, argtypes)
-    proc = _prefetch.prefetch(_column_extremes, argtypes)
+    proc = _prefetch.prefetch([(_column_extremes, argtypes)])
     path = _column_extremes.lock_path(argtypes)
     t0 = time.monotonic()
     while time.monotonic() - t0 < 60 and not _prefetch.ready(_column_extremes, argtypes):  # the helper holds the lock

@@ -12,6 +12,7 @@ and handed to :func:`~fastsm._kernels.curvature.seed_inverse`.
 from __future__ import annotations
 
 import numpy as np
+from numba import types
 
 from fastsm._kernels.curvature import hessian_cost, seed_inverse, wants_curvature
 from fastsm._kernels.hessian import hessian_rows
@@ -33,7 +34,17 @@ from fastsm._kernels.shared import call
 from fastsm.config import kernel
 
 
-@kernel()
+def minimize_result(argtypes: tuple) -> types.Type:
+    """:func:`minimize_batch`'s return type, whatever its arguments: the arrays of its iterates, which
+    :func:`~fastsm._kernels.quasi_newton.new_iterates` makes C-contiguous.  Declared, so that
+    :func:`~fastsm._kernels.predict.predict_rows` is typed and lowered while a helper process compiles
+    ``minimize_batch`` (:func:`~fastsm._kernels.shared.call`, :mod:`fastsm._prefetch`)."""
+    f1, f2 = types.Array(types.float64, 1, "C"), types.Array(types.float64, 2, "C")
+    i1, b1 = types.Array(types.int64, 1, "C"), types.Array(types.boolean, 1, "C")
+    return types.Tuple((f2, f1, i1, i1, b1, i1, f1, f1))
+
+
+@kernel(result=minimize_result)
 def minimize_batch(obj, pts, start, opts, stop, cubic, plan):
     """Minimise the TGP objective (:class:`~fastsm._kernels.objectives.Objective` ``obj``) of every point
     (:class:`~fastsm._kernels.objectives.Points` ``pts``) from :class:`Start` ``start``, with

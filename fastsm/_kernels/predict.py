@@ -25,7 +25,16 @@ from fastsm._kernels.hessian import hessian_rows
 from fastsm._kernels.objectives import KL, SM, SM_CUBIC, Evaluations, Points, Products, objective_plan
 from fastsm._kernels.optimize import minimize_batch
 from fastsm._kernels.points import point_data, supported_alternatives
-from fastsm._kernels.quasi_newton import Options, Start, StopRule, new_iterates
+from fastsm._kernels.quasi_newton import (
+    Options,
+    Start,
+    StopRule,
+    accept,
+    backtrack_step,
+    new_iterates,
+    next_iteration,
+    start_step,
+)
 from fastsm._kernels.shared import call
 from fastsm.config import ARMIJO_C1, MAX_LINESEARCH, WOLFE_EPS, kernel
 
@@ -71,10 +80,13 @@ def first_run_split(objs: Objectives, batch: Batch, plan: object, stop: np.ndarr
     """How the compile of :func:`predict_rows` for these arguments splits between a helper process and this
     one on a cold cache (:mod:`fastsm._prefetch`): ``(helper, here)``, lists of ``(kernel, argtypes)``.
 
-    The helper compiles :func:`~fastsm._kernels.optimize.minimize_batch`, which this kernel calls by symbol,
-    and its callees; this process compiles the exact Hessian's kernels first (the helper loads them; with
-    two optimiser steps more here the first run took longer, docs/performance.md), then
-    :func:`predict_rows` with the per-point data (:func:`point_data`), and loads ``minimize_batch``.  The types
+    The helper compiles the optimiser's steps and the Hessian's seed, then
+    :func:`~fastsm._kernels.optimize.minimize_batch`, which this kernel calls by symbol, and its other callees;
+    this process compiles the exact Hessian's kernel first (the helper loads it) and with it the triangular row
+    loops, which the helper reaches after the steps (started with ``minimize_batch``, it waited for this
+    process's row loops about 6 s), then :func:`predict_rows` with the per-point data (:func:`point_data`),
+    typed by ``minimize_batch``'s declared result type, and loads ``minimize_batch`` before emitting its code
+    (:func:`~fastsm._kernels.shared.call`).  The types
     are those the kernels are called with (``tests/test_prefetch.py`` checks them against the compiled
     signatures): a wrong one costs only the helper's time."""
     i1, f1, f2, f3 = (types.Array(types.int64, 1, "C"), types.Array(types.float64, 1, "C"),
@@ -88,9 +100,12 @@ def first_run_split(objs: Objectives, batch: Batch, plan: object, stop: np.ndarr
     evaluations = types.BaseTuple.from_types([f1, f2, f1, f1, i1], Evaluations)
     products = types.BaseTuple.from_types([f3, typeof(plan)], Products)
     iterates = typeof(new_iterates.py_func(np.empty((1, 1))))
-    return ([(minimize_batch, minimize)],
-            [(hessian_rows, (objective, i1, f2, evaluations, f3, f3, products, i1)),
-             (seed_inverse, (types.int64, f2, iterates))])
+    i, opts = types.int64, typeof(options)
+    steps = [(start_step, (i, i, iterates, start, f1, f2, f1, f1)),
+             (accept, (i, i, iterates, f2, f1, f2, opts, types.boolean)),
+             (backtrack_step, (i, i, iterates, f1, types.float64, opts)), (next_iteration, (i, iterates, opts))]
+    return (steps + [(seed_inverse, (types.int64, f2, iterates)), (minimize_batch, minimize)],
+            [(hessian_rows, (objective, i1, f2, evaluations, f3, f3, products, i1))])
 
 
 @kernel(inline=True)

@@ -25,6 +25,7 @@ cached result whose code declares a symbol that none of its ``Load`` entries reg
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import llvmlite.binding as llvm
@@ -73,25 +74,64 @@ def register(kernel: Any, argtypes: tuple) -> Any:
     return cres.signature.return_type
 
 
+def _compile(typingctx: Any, kernel: Any, argtypes: tuple) -> Any:
+    """Compile the kernel of the dispatcher type ``kernel`` for ``argtypes`` (or load it) and :func:`register`
+    it; returns its return type."""
+    # typed as a plain call first: compiled from here instead, the callee's own callees took 0.5 s more each
+    typingctx.resolve_function_type(kernel, argtypes, {})
+    return register(kernel.dispatcher, argtypes)
+
+
+def before_emit(library: Any, action: Callable[[], None]) -> None:
+    """Run ``action`` when ``library`` (a Numba code library being compiled) has been optimised, before its module
+    goes to the JIT: the last moment a symbol its code calls can be registered.  Numba's JIT emits every module
+    added to it when any library is finalised, so the symbols must be there before the module is added
+    (``_finalize_final_module``)."""
+    pending = library.__dict__.get("_fastsm_before_emit")
+    if pending is None:
+        pending = library._fastsm_before_emit = []
+        finalize = library._finalize_final_module
+
+        def finalize_final_module() -> None:
+            while pending:
+                pending.pop(0)()
+            finalize()
+
+        library._finalize_final_module = finalize_final_module
+    pending.append(action)
+
+
 @intrinsic
 def call(typingctx, kernel, *args):
     """``kernel(*args)`` through ``kernel``'s :func:`symbol`: compiled once, not linked into the caller
-    (module docstring)."""
+    (module docstring).
+
+    A kernel with a declared result type (``fastsm.config.kernel(result=...)``) not yet compiled for
+    ``args`` is compiled, or loaded, only when the caller's code has been generated and optimised
+    (:func:`before_emit`): the caller's typing, lowering and LLVM passes do not wait for it (nor for a
+    helper process compiling it, :mod:`fastsm._prefetch`)."""
     disp = kernel.dispatcher
     argtypes = tuple(args)
-    # typed as a plain call first: compiled from here instead, the callee's own callees took 0.5 s more each
-    typingctx.resolve_function_type(kernel, argtypes, {})
-    restype = register(disp, argtypes)
-    fndesc = disp.overloads[argtypes].fndesc
+    declared = disp.result_type is not None and argtypes not in disp.overloads
+    restype = disp.result_type(argtypes) if declared else _compile(typingctx, kernel, argtypes)
     module, name = disp.py_func.__module__, disp.py_func.__name__
     load = Load(module, name, argtypes, restype)
 
+    def compile_declared() -> None:
+        compiled = _compile(disp.typingctx, kernel, argtypes)
+        if compiled != restype:
+            raise TypeError(f"{disp.py_func.__qualname__}{argtypes} returns {compiled}, not its declared result "
+                            f"type {restype}")
+
     def codegen(context, builder, sig, llargs):
-        fnty = context.call_conv.get_function_type(fndesc.restype, fndesc.argtypes)
+        library = context.active_code_library
+        library._reload_init.add(load)
+        if declared:
+            before_emit(library, compile_declared)
+        fnty = context.call_conv.get_function_type(restype, argtypes)
         fn = cgutils.get_or_insert_function(builder.module, fnty, symbol(module, name, argtypes))
-        context.active_code_library._reload_init.add(load)
         values = cgutils.unpack_tuple(builder, llargs[1], len(argtypes))
-        status, result = context.call_conv.call_function(builder, fn, fndesc.restype, fndesc.argtypes, values)
+        status, result = context.call_conv.call_function(builder, fn, restype, argtypes, values)
         with cgutils.if_unlikely(builder, status.is_error):
             context.call_conv.return_status_propagate(builder, status)
         return result
