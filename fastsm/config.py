@@ -191,8 +191,9 @@ def kernel(*, parallel: bool = False, inline: bool = False, internal: bool = Fal
     result : callable, optional
         The kernel's return type as a function of its argument types (Numba types), for a kernel called by
         symbol (:func:`fastsm._kernels.shared.call`) whose result does not need its compile to be known: a
-        caller is then typed and lowered without waiting for the kernel, which is compiled (or loaded from
-        the cache) as the call is emitted.  The compiled type is checked against it.
+        caller is then typed, lowered and optimised without waiting for the kernel, which is compiled (or
+        loaded from the cache) just before the caller's code goes to the JIT
+        (:func:`fastsm._kernels.shared.before_emit`).  The compiled type is checked against it.
     """
     # numba's stubs type ``parallel`` as bool (it also takes the dict of passes to run) and do not
     # list ``no_cfunc_wrapper``: no kernel is passed as a first-class function, and the C wrapper of
@@ -203,7 +204,8 @@ def kernel(*, parallel: bool = False, inline: bool = False, internal: bool = Fal
 
     def compile_kernel(fn):
         disp = numba.njit(**options)(fn)
-        # Numba's dispatcher with fastsm's cache (fastsm._cache); the classes hold no state of their own
+        # Numba's dispatcher with fastsm's cache (fastsm._cache); the classes hold no state of their own, the
+        # dispatcher its declared result type (shared.call)
         disp.__class__ = InternalKernel if internal else Kernel
         disp.result_type = result
         try:
