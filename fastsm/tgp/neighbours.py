@@ -8,7 +8,6 @@ import math
 from typing import Any
 
 import numpy as np
-from scipy.cluster.vq import kmeans2
 
 from fastsm import config
 from fastsm.tgp import regions as _regions
@@ -81,6 +80,8 @@ def neighbour_groups(model: LocalTGPModel, X: np.ndarray, seed: int = 0,
         # squared distances of inputs beyond ~1e150 overflow inside k-means (NaN seeding probabilities, and
         # SciPy then indexes out of bounds): scale by a power of two, exact, and only where needed
         Z = X * 2.0 ** -np.ceil(np.log2(big)) if big > 1e150 else X
+        from scipy.cluster.vq import kmeans2  # here, not at import (with fastsm.tgp)
+
         _, labels = kmeans2(Z, n_groups, minit="++", seed=seed)
     groups = []
     for g in np.unique(labels):

@@ -27,12 +27,13 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy.spatial import cKDTree
 
 from fastsm import config
 from fastsm._kernels.tri_rows import pack_lower, unpack_lower
 
 if TYPE_CHECKING:
+    from scipy.spatial import cKDTree
+
     from fastsm.tgp.model import TGPModel
     from fastsm.tgp.params import TGPParams
 
