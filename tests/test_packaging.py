@@ -73,6 +73,26 @@ def test_a_numba_below_the_floor_gets_an_import_error_naming_it():
     assert f"ImportError: fastsm needs Numba >= {floor}, and Numba 0.62.1 is installed" in run.stderr
 
 
+def test_import_leaves_what_the_first_use_needs_for_then():
+    """``import fastsm`` imports neither the subpackages a TGP user may never touch (they come on first use, as
+    attributes) nor SciPy's KD-tree and k-means (with the local models): ~0.3 s of start-up."""
+    run = run_python("""
+        import sys
+        import fastsm
+        later = ("fastsm.shift", "fastsm.gmm", "fastsm.datasets", "scipy.spatial", "scipy.cluster")
+        print(sorted(m for m in later if m in sys.modules))
+        print(fastsm.shift.estimate_weights.__module__, fastsm.gmm.__name__, fastsm.datasets.toy1.__name__)
+        print(sorted({"shift", "gmm", "datasets"} - set(dir(fastsm))))
+        try:
+            fastsm.no_such_thing
+        except AttributeError as err:
+            print(err)
+    """)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines() == ["[]", "fastsm.shift.weights fastsm.gmm toy1", "[]",
+                                       "module 'fastsm' has no attribute 'no_such_thing'"]
+
+
 def test_the_cuda_extras_hold_cupy_alone_and_the_package_ships_fastsm_cuda():
     """#76: ``fastsm[cuda]`` (CUDA 13) and ``fastsm[cuda12]`` install CuPy and nothing else; no test extra asks
     for a GPU package (CI has none)."""
