@@ -19,6 +19,7 @@ from fastsm._threads import configure_threading_layer as _configure_threading_la
 _configure_threading_layer()  # before any parallel kernel runs: TBB, else workqueue (never GNU OpenMP)
 
 import importlib  # noqa: E402
+from types import ModuleType as _ModuleType  # noqa: E402
 from typing import TYPE_CHECKING  # noqa: E402
 
 from fastsm import divergences, tgp  # noqa: E402
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 _ON_FIRST_USE = ("datasets", "gmm", "shift")
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> _ModuleType:
     if name in _ON_FIRST_USE:
         return importlib.import_module(f"fastsm.{name}")
     raise AttributeError(f"module 'fastsm' has no attribute {name!r}")
@@ -40,6 +41,7 @@ def __getattr__(name: str):
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_ON_FIRST_USE))
+
 
 __version__ = "0.2.0"
 
