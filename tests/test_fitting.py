@@ -640,7 +640,10 @@ def test_ridge_starts_are_ridge_start_of_each_points_members(weighted):
     members = np.sort(rng.permuted(np.tile(np.arange(80), (6, 1)), axis=1)[:, :12], axis=1)
     members[0] = np.arange(12, 24)
     members[5] = np.arange(12)
-    starts, spread, refused = ridge_starts(X, Y, w, weighted, members, Xq, np.empty((0, 2)), False)
+    given = rng.standard_normal((6, 2))
+    for a in (X, Y, w, members, Xq, given):  # as fastsm.cuda.local.host_starts passes them: one compiled version
+        a.setflags(write=False)
+    starts, spread, refused = ridge_starts(X, Y, w, weighted, members, Xq, given[:0], False)
     for q in range(6):
         idx = members[q]
         coef, s = ridge_start(X[idx], Y[idx], w[idx] if weighted else w, weighted)
@@ -648,6 +651,5 @@ def test_ridge_starts_are_ridge_start_of_each_points_members(weighted):
         if q < 5:
             np.testing.assert_array_equal(starts[q], linear_rows(Xq[q:q + 1], coef)[0])
     np.testing.assert_array_equal(refused, [False] * 5 + [True])
-    given = rng.standard_normal((6, 2))
     starts, _, _ = ridge_starts(X, Y, w, weighted, members, Xq, given, True)
     np.testing.assert_array_equal(starts, given)

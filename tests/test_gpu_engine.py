@@ -155,6 +155,36 @@ def test_local_points_the_cpu_path_must_take_are_its_own():
     agree(a, b, 1.0)
 
 
+def test_host_starts_compile_one_version_whatever_the_arrays_flags():
+    """Read-only and writeable models, weights, inputs and starts all reach the host kernel with one signature
+    (three versions were compiled before, ~15 s each on 2 cores); the starts are the same bits either way."""
+    from fastsm._kernels.ridge import ridge_starts
+    from fastsm.cuda.local import host_starts
+
+    rng = np.random.default_rng(1)
+    X, Y, w = rng.uniform(size=(40, 3)), rng.uniform(size=(40, 2)), rng.uniform(0.5, 2.0, 40)
+    params = tgp.TGPParams(gamma_x=1.0, gamma_y=1.0, lambda_x=1e-3, lambda_y=1e-3)
+    model = tgp.fit_local(X, Y, params, n_neighbors=10, sample_weight=w)
+    members = np.argsort(((X[:5, None, :] - X[None, :, :]) ** 2).sum(axis=2), axis=1)[:, :10]
+    unfrozen = dataclasses.replace(model)
+    for name in ("X", "Y", "sample_weight"):
+        object.__setattr__(unfrozen, name, np.array(getattr(model, name)))
+    assert unfrozen.X.flags.writeable and not model.X.flags.writeable
+    Xq, Y0 = X[:5].copy(), Y[:5].copy()
+    Xq_ro, Y0_ro = Xq.copy(), Y0.copy()
+    Xq_ro.setflags(write=False)
+    Y0_ro.setflags(write=False)
+    out = [host_starts(model, Xq, members, Y0)]
+    compiled = set(ridge_starts.signatures)
+    inputs = ((Xq, Y0), (Xq_ro, Y0_ro), (Xq, None))
+    out += [host_starts(m, q, members, y0) for m in (model, unfrozen) for q, y0 in inputs]
+    assert set(ridge_starts.signatures) == compiled, ridge_starts.signatures
+    out = out[1:]
+    for a, b in zip(out[:3], out[3:], strict=True):
+        for u, v in zip(a, b, strict=True):
+            np.testing.assert_array_equal(u, v)
+
+
 def test_exact_hessian_matches_finite_differences_of_the_gradient(manifold16):
     model, X = manifold16
     be = backend_mod.numpy_backend()

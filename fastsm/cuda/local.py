@@ -54,11 +54,21 @@ def host_starts(model: LocalTGPModel, X: np.ndarray, members: np.ndarray, Y0, th
     """Per point on the host: the ridge start (or the given one ``Y0``), the spread, and whether the CPU path must
     take it (:func:`fastsm._kernels.ridge.ridge_starts`, on ``threads`` threads)."""
     weighted = model.sample_weight is not None
-    w = model.sample_weight if weighted else np.ones(1)
+    w = model.sample_weight if model.sample_weight is not None else np.ones(1)
     given = Y0 is not None
+    start = Y0 if Y0 is not None else np.empty((0, model.Y.shape[1]))
+    Xt, Yt, wt, mt, Xq, Yq = (_read_only(a) for a in (model.X, model.Y, w, members, X, start))
     with thread_limits(threads):
-        return ridge_starts(model.X, model.Y, w, weighted, np.ascontiguousarray(members), np.ascontiguousarray(X),
-                            np.ascontiguousarray(Y0) if given else np.empty((0, model.Y.shape[1])), given)
+        return ridge_starts(Xt, Yt, wt, weighted, mt, Xq, Yq, given)
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    """A C-contiguous read-only view of ``a``: every call of :func:`ridge_starts` has one signature (a model's
+    frozen arrays, an unpickled model's writeable ones and a caller's read-only inputs compiled it in three
+    versions, ~15 s each on 2 cores)."""
+    view = np.ascontiguousarray(a).view()
+    view.setflags(write=False)
+    return view
 
 
 def _factors(be: Backend, model: LocalTGPModel, members: np.ndarray):
