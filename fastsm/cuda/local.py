@@ -30,6 +30,7 @@ from fastsm.tgp.local_model import LocalTGPModel
 from fastsm.tgp.model import Prediction
 from fastsm.tgp.options import PredictOptions
 from fastsm.tgp.prediction import quiet, warn_extrapolated
+from fastsm.tgp.views import read_only
 
 #: Doubles a test point's chunk holds per ``K^2`` at the peak: its three factors, the kernel matrices they come
 #: from with their temporaries, and a round's copies of the factors of the points in flight.
@@ -57,18 +58,11 @@ def host_starts(model: LocalTGPModel, X: np.ndarray, members: np.ndarray, Y0, th
     w = model.sample_weight if model.sample_weight is not None else np.ones(1)
     given = Y0 is not None
     start = Y0 if Y0 is not None else np.empty((0, model.Y.shape[1]))
-    Xt, Yt, wt, mt, Xq, Yq = (_read_only(a) for a in (model.X, model.Y, w, members, X, start))
+    # read-only C views of all six: one compiled version whatever the flags of the caller's arrays (a frozen
+    # model, an unpickled one and read-only inputs compiled three, ~15 s each on 2 cores)
+    Xt, Yt, wt, mt, Xq, Yq = (read_only(np.ascontiguousarray(a)) for a in (model.X, model.Y, w, members, X, start))
     with thread_limits(threads):
         return ridge_starts(Xt, Yt, wt, weighted, mt, Xq, Yq, given)
-
-
-def _read_only(a: np.ndarray) -> np.ndarray:
-    """A C-contiguous read-only view of ``a``: every call of :func:`ridge_starts` has one signature (a model's
-    frozen arrays, an unpickled model's writeable ones and a caller's read-only inputs compiled it in three
-    versions, ~15 s each on 2 cores)."""
-    view = np.ascontiguousarray(a).view()
-    view.setflags(write=False)
-    return view
 
 
 def _factors(be: Backend, model: LocalTGPModel, members: np.ndarray):
