@@ -27,12 +27,19 @@ def test_compile_runs_every_kernel_family_with_a_progress_line_each(capsys):
 
 
 def test_compile_runs_its_steps_in_processes_side_by_side(capsys):
-    """#75: ``compile``'s steps are self-contained and run in ``--jobs`` processes, each reported once."""
+    """#75: ``compile``'s steps are self-contained and run in ``--jobs`` processes, each reported once.  The
+    workers start no first-run helpers, and the caller's environment is left as it was (before, ``main`` set
+    ``FASTSM_COMPILE_HELPER=0`` in it: every later process of the test suite started without helpers)."""
+    import os
+
+    from fastsm._prefetch import ENV
     from fastsm.cli.compile import GROUPS, _steps
 
     names = [name for name, _ in _steps(1)]
     assert sorted(k for group in GROUPS for k in group) == list(range(len(names)))  # every step, once
+    before = os.environ.get(ENV)
     assert main(["compile", "--threads", "1", "--jobs", "2"]) == 0
+    assert os.environ.get(ENV) == before
     out = capsys.readouterr().out.splitlines()
     assert "in 2 processes" in out[0]
     done = {}

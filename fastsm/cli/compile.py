@@ -118,6 +118,12 @@ def _steps(threads: int | None) -> list[tuple[str, Callable[[], object]]]:
 GROUPS: tuple[tuple[int, ...], ...] = ((5, 6, 7), (0, 1, 2, 3, 4, 8), (11,), (9,), (10,), (12,))
 
 
+def _no_helpers() -> None:
+    """A worker's start: its jobs compile beside the other workers' already, so no first-run helper
+    (:mod:`fastsm._prefetch`) beside them."""
+    os.environ[ENV] = "0"
+
+
 def _run_steps(group: tuple[int, ...], threads: int | None) -> list[float]:
     """Seconds of each step of ``group`` (a worker's task)."""
     steps = _steps(threads)
@@ -145,8 +151,8 @@ def main(threads: int | None = None, jobs: int | None = None) -> int:
             step()
             print(f" {time.perf_counter() - t0:.1f} s", flush=True)
     else:
-        os.environ[ENV] = "0"  # the jobs compile side by side already: no first-run helpers (fastsm._prefetch) beside
-        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        spawn = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(jobs, mp_context=spawn, initializer=_no_helpers) as pool:
             futures = {pool.submit(_run_steps, group, threads): group for group in GROUPS}
             for fut in as_completed(futures):
                 for k, sec in zip(futures[fut], fut.result(), strict=True):
