@@ -16,7 +16,6 @@ the SVD's rank cut-off may then drop directions) the minimal-norm ``dgelsd`` sol
 from __future__ import annotations
 
 import numpy as np
-from numba import prange
 
 from fastsm._kernels.kliep_problem import dot_lanes
 from fastsm._kernels.points import linear_rows
@@ -165,21 +164,22 @@ def ridge_start(X, Y, w, weighted):
     return coef, np.sqrt(ss)
 
 
-@kernel(parallel=True)
+@kernel()
 def ridge_starts(X, Y, w, weighted, members, Xq, Y0, given):
     """Per test point ``q`` of a KNN-local prediction: :func:`ridge_start` of its members ``members[q]`` (the
     training rows of ``X``, ``Y`` and, if ``weighted``, ``w``, gathered as :func:`fastsm._kernels.knn.knn_rows`
     gathers them: the same bits) and its start, ``[Xq[q], 1] coef`` (or ``Y0[q]`` if ``given``).
 
     Returns ``(starts, spread, refused)``: ``refused[q]`` where the members' outputs have no spread or the
-    start overflows, the points that path leaves to Python.  Points in parallel (``prange``).
+    start overflows, the points that path leaves to Python.  One thread (a ``prange`` compiles several times
+    slower): the caller splits the points between threads (:func:`fastsm.cuda.local.host_starts`).
     """
     m, k = members.shape
     dx, dy = X.shape[1], Y.shape[1]
     starts = np.empty((m, dy))
     spread = np.empty(m)
     refused = np.empty(m, dtype=np.bool_)
-    for q in prange(m):
+    for q in range(m):
         Xm = np.empty((k, dx))
         Ym = np.empty((k, dy))
         wm = np.empty(k if weighted else 1)

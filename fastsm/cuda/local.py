@@ -18,7 +18,7 @@ import dataclasses
 import numpy as np
 
 from fastsm._kernels.ridge import ridge_starts
-from fastsm._threads import resolve_threads, thread_limits
+from fastsm._threads import resolve_threads, run_chunks, thread_limits
 from fastsm.cuda.backend import Backend
 from fastsm.cuda.engine import empty_outputs, predict_chunk, prediction, refuse, start_mode
 from fastsm.cuda.evaluation import PointModels, kernels_of, rbf, sq_distances
@@ -61,8 +61,16 @@ def host_starts(model: LocalTGPModel, X: np.ndarray, members: np.ndarray, Y0, th
     # read-only C views of all six: one compiled version whatever the flags of the caller's arrays (a frozen
     # model, an unpickled one and read-only inputs compiled three, ~15 s each on 2 cores)
     Xt, Yt, wt, mt, Xq, Yq = (read_only(np.ascontiguousarray(a)) for a in (model.X, model.Y, w, members, X, start))
-    with thread_limits(threads):
-        return ridge_starts(Xt, Yt, wt, weighted, mt, Xq, Yq, given)
+    n = mt.shape[0]
+    starts, spread, refused = np.empty((n, model.Y.shape[1])), np.empty(n), np.empty(n, dtype=bool)
+
+    def chunk(s: int, e: int) -> None:
+        starts[s:e], spread[s:e], refused[s:e] = ridge_starts(Xt, Yt, wt, weighted, mt[s:e], Xq[s:e],
+                                                              Yq[s:e] if given else Yq, given)
+
+    with thread_limits(threads) as workers:
+        run_chunks(n, workers, chunk)
+    return starts, spread, refused
 
 
 def _factors(be: Backend, model: LocalTGPModel, members: np.ndarray):
