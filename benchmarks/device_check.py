@@ -197,7 +197,7 @@ def gpytorch_anchor(be, n_train: int, n_test: int, dy: int) -> None:
     except ImportError as exc:
         print(f"not measured: {exc}")
         return
-    if be.name == "cupy":  # CuPy's pool keeps what the sections above freed (GPyTorch found 11 GiB of 140 free)
+    if be.name == "cupy":  # CuPy's pool keeps what the sections above freed, out of PyTorch's reach
         be.xp.get_default_memory_pool().free_all_blocks()
     X, Y, Xt = problem(n_train, n_test, dy)
     model = tgp.fit(X[:200], Y[:200], methods=("kl", "sm"))  # its width rule for the inputs, on a sample
@@ -215,8 +215,8 @@ def gpytorch_anchor(be, n_train: int, n_test: int, dy: int) -> None:
         def forward(self, x):
             return gpytorch.distributions.MultivariateNormal(self.mean_module(x), self.covar_module(x))
 
-    # one GP per output, one after the other: the batched form (batch_shape = dy) failed in cuSOLVER's batched
-    # cholesky_solve at dy = 16, N = 10^4 on the H200 ("CUDA error: invalid argument", session 52)
+    # one GP per output, one after the other: the batched form (batch_shape = dy) fails in cuSOLVER's batched
+    # cholesky_solve at dy = 16, N = 10^4 ("CUDA error: invalid argument")
     lik = gpytorch.likelihoods.GaussianLikelihood().to(dev, torch.float64)
     gp = GP(tx, torch.as_tensor(Y[:, 0], dtype=torch.float64, device=dev), lik).to(dev, torch.float64)
     gp.covar_module.lengthscale = (1.0 / np.sqrt(2.0 * gamma)) * torch.ones_like(gp.covar_module.lengthscale)

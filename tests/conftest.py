@@ -26,9 +26,9 @@ def problem(dy, n_train=60, n_test=8, seed=0, lam=1e-3, alpha=0.7, beta=1.5):
 def _kernels_compiled_in_this_process():
     """The suite's own process compiles every kernel it runs: its first prediction on a cold cache starts no
     helper process (fastsm._prefetch) compiling half of them into the cache for it.  Then every kernel of a
-    cold run is compiled here, and test_cold_warm.py compares them with a second process that loads them all
-    (one process, not a cold and a warm one: 64 s on 2 cores).  The helper is tested in processes of its own:
-    test_prefetch.py and the history step (CI)."""
+    cold run is compiled here, and test_cold_warm.py compares them with one second process that loads them all
+    instead of a cold and a warm one.  The helper is tested in processes of its own: test_prefetch.py and the
+    history step (CI)."""
     patch = pytest.MonkeyPatch()
     patch.setattr(tgp.prediction, "first_run", lambda helper, here: False)
     patch.setattr(tgp.prediction, "start_helpers", lambda helper: False)
