@@ -26,7 +26,7 @@ def run(threads: int | None = None, seed: int = 0, log=None) -> list[dict]:
     """
     rows = []
     if log is not None:
-        log("loading the kernels (compiled on first use: about half a minute on 2 cores, then cached; "
+        log("loading the kernels (compiled on first use: 10-30 s on 2 cores, then cached; "
             "python -m fastsm compile does it ahead) ...")
         t0 = time.perf_counter()
         Xtr, Xte, Ytr, _ = datasets.toy1(seed, n_train=20, n_test=4)
