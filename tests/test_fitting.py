@@ -222,6 +222,34 @@ def test_the_cholesky_kernel_against_numpy(n):
     np.testing.assert_array_equal(np.triu(A), np.tril(A).T)
 
 
+def _cholesky_one_step(K):
+    """The right-looking Cholesky factor ``U = L^T`` one pivot at a time in NumPy: the pivot's square root,
+    its row scaled by the reciprocal (as ``dpotf2``), then every later row updated by one multiply and one
+    subtraction an entry, so that each entry takes its terms one at a time in pivot order."""
+    U = np.triu(K).astype(float)
+    n = len(U)
+    for k in range(n):
+        r = np.sqrt(U[k, k])
+        U[k, k] = r
+        U[k, k + 1:] *= 1.0 / r
+        for i in range(k + 1, n):
+            U[i, i:] -= U[k, i] * U[k, i:]
+    return U
+
+
+@pytest.mark.parametrize("n", [1, 7, 8, 9, 15, 16, 17, 23, 24, 25, 31, 32, 33, 40, 47, 48, 49, 120, 200, 203])
+def test_the_cholesky_kernel_is_bitwise_the_one_step_reference(n):
+    """Below ``CHOLESKY_MAX_N`` the factor's bits are those of :func:`_cholesky_one_step` whatever tiles
+    the kernel's loops take (eight and sixteen columns, a last partial vector): the bits depend on the
+    matrix alone."""
+    rng = np.random.default_rng(100 + n)
+    Z = rng.standard_normal((n, 5))
+    K = np.exp(-0.3 * ((Z[:, None, :] - Z[None, :, :]) ** 2).sum(-1)) + 1e-3 * np.eye(n)
+    A = np.triu(K) + np.tril(np.full((n, n), np.nan), -1)
+    assert cholesky_symmetric(A) == 0
+    np.testing.assert_array_equal(np.triu(A), _cholesky_one_step(K))
+
+
 @pytest.mark.parametrize("n, bad", [(5, 0), (10, 3), (50, 17), (200, 150), (200, 199), (401, 300)])
 def test_the_cholesky_kernel_reports_lapacks_info(n, bad):
     """A matrix whose leading minor of order ``bad + 1`` is not positive: ``info`` is ``bad + 1``,

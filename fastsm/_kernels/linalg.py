@@ -190,36 +190,15 @@ def mirror_upper(A):
 
 
 @kernel(inline=True)
-def _tile(P, r0, n, a0, i, j):
-    """Rows ``i .. i+7`` (flat offset ``a0`` of row ``i``) at columns ``j .. j+7``, each minus the
-    eight panel rows' terms ``U[r, i+t] U[r, j..j+7]`` (row ``r`` at flat offset ``r0 + k n``), in
-    panel order, one multiply and one subtraction each."""
-    a1 = a0 + n
-    a2 = a1 + n
-    a3 = a2 + n
-    a4 = a3 + n
-    a5 = a4 + n
-    a6 = a5 + n
-    a7 = a6 + n
-    c0, c1, c2, c3 = vload(P, a0 + j), vload(P, a1 + j), vload(P, a2 + j), vload(P, a3 + j)
-    c4, c5, c6, c7 = vload(P, a4 + j), vload(P, a5 + j), vload(P, a6 + j), vload(P, a7 + j)
-    r = r0
-    for _ in range(8):
-        v = vload(P, r + j)
-        c0 = vsub(c0, vmul(vsplat(P[r + i]), v))
-        c1 = vsub(c1, vmul(vsplat(P[r + i + 1]), v))
-        c2 = vsub(c2, vmul(vsplat(P[r + i + 2]), v))
-        c3 = vsub(c3, vmul(vsplat(P[r + i + 3]), v))
-        c4 = vsub(c4, vmul(vsplat(P[r + i + 4]), v))
-        c5 = vsub(c5, vmul(vsplat(P[r + i + 5]), v))
-        c6 = vsub(c6, vmul(vsplat(P[r + i + 6]), v))
-        c7 = vsub(c7, vmul(vsplat(P[r + i + 7]), v))
-        r += n
-    return c0, c1, c2, c3, c4, c5, c6, c7
+def _load8(P, a0, n, j):
+    """Rows ``i .. i+7`` (flat offset ``a0`` of row ``i``) at columns ``j .. j+7``: eight vectors."""
+    return (vload(P, a0 + j), vload(P, a0 + n + j), vload(P, a0 + 2 * n + j), vload(P, a0 + 3 * n + j),
+            vload(P, a0 + 4 * n + j), vload(P, a0 + 5 * n + j), vload(P, a0 + 6 * n + j), vload(P, a0 + 7 * n + j))
 
 
 @kernel(inline=True)
 def _store8(P, a0, n, j, c):
+    """:func:`_load8`'s inverse."""
     c0, c1, c2, c3, c4, c5, c6, c7 = c
     vstore(P, a0 + j, c0)
     vstore(P, a0 + n + j, c1)
@@ -231,24 +210,74 @@ def _store8(P, a0, n, j, c):
     vstore(P, a0 + 7 * n + j, c7)
 
 
+@kernel(inline=True)
+def _minus_terms(c, P, ri, v):
+    """Each of the eight rows' vectors ``c[t]`` minus ``P[ri + t] v``: one multiply and one subtraction a lane."""
+    c0, c1, c2, c3, c4, c5, c6, c7 = c
+    return (vsub(c0, vmul(vsplat(P[ri]), v)), vsub(c1, vmul(vsplat(P[ri + 1]), v)),
+            vsub(c2, vmul(vsplat(P[ri + 2]), v)), vsub(c3, vmul(vsplat(P[ri + 3]), v)),
+            vsub(c4, vmul(vsplat(P[ri + 4]), v)), vsub(c5, vmul(vsplat(P[ri + 5]), v)),
+            vsub(c6, vmul(vsplat(P[ri + 6]), v)), vsub(c7, vmul(vsplat(P[ri + 7]), v)))
+
+
+@kernel(inline=True)
+def _tile(P, r0, n, a0, i, j):
+    """Rows ``i .. i+7`` (flat offset ``a0`` of row ``i``) at columns ``j .. j+7``, each minus the
+    eight panel rows' terms ``U[r, i+t] U[r, j..j+7]`` (row ``r`` at flat offset ``r0 + k n``), in
+    panel order, one multiply and one subtraction each."""
+    c = _load8(P, a0, n, j)
+    r = r0
+    for _ in range(8):
+        c = _minus_terms(c, P, r + i, vload(P, r + j))
+        r += n
+    return c
+
+
+@kernel(inline=True)
+def _tile16(P, r0, n, a0, i, j):
+    """:func:`_tile` at columns ``j .. j+15`` as two vectors a row, stored: sixteen accumulators instead
+    of eight hide the subtractions' latency (docs/scale.md).  Each entry takes the same terms in the same
+    order as :func:`_tile` gives it."""
+    h = j + 8
+    c = _load8(P, a0, n, j)
+    d = _load8(P, a0, n, h)
+    r = r0
+    for _ in range(8):
+        c = _minus_terms(c, P, r + i, vload(P, r + j))
+        d = _minus_terms(d, P, r + i, vload(P, r + h))
+        r += n
+    _store8(P, a0, n, j, c)
+    _store8(P, a0, n, h, d)
+
+
 @kernel(internal=True)
 def _update_rows8(P, n, r0, i):
     """The trailing update of rows ``i .. i+7`` (``n - i >= 8``) by the eight panel rows at ``r0``.
 
-    Vectors from column ``i`` on: the entries of rows ``i+1 .. i+7`` left of their diagonal are in
-    the lower triangle, scratch until it is filled.  A last partial vector is taken as the vector
-    ending at column ``n``, computed from the entries before the others are stored: where it
-    overlaps, it stores the same values (lane-wise operations on the same inputs)."""
+    Vectors from column ``i`` on, sixteen columns at a time (:func:`_tile16`), then eight: the entries
+    of rows ``i+1 .. i+7`` left of their diagonal are in the lower triangle, scratch until it is filled.
+    A last partial vector is taken as the vector ending at column ``n``, computed from the entries
+    before the others are stored: where it overlaps, it stores the same values (lane-wise operations
+    on the same inputs)."""
     a0 = i * n
     e = i + (n - i) // 8 * 8
     if e == n:
-        for j in range(i, n, 8):
-            _store8(P, a0, n, j, _tile(P, r0, n, a0, i, j))
+        _tiles(P, r0, n, a0, i, e)
         return
     last = _tile(P, r0, n, a0, i, n - 8)
-    for j in range(i, e, 8):
-        _store8(P, a0, n, j, _tile(P, r0, n, a0, i, j))
+    _tiles(P, r0, n, a0, i, e)
     _store8(P, a0, n, n - 8, last)
+
+
+@kernel(inline=True)
+def _tiles(P, r0, n, a0, i, e):
+    """Columns ``i .. e-1`` (a multiple of eight) of :func:`_update_rows8`'s rows, stored."""
+    j = i
+    while e - j >= 16:
+        _tile16(P, r0, n, a0, i, j)
+        j += 16
+    if j < e:
+        _store8(P, a0, n, j, _tile(P, r0, n, a0, i, j))
 
 
 @kernel(internal=True)
