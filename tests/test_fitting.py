@@ -7,6 +7,7 @@ import warnings
 
 import numpy as np
 import pytest
+from fused import msub
 
 from fastsm import datasets, reference, shift, tgp
 from fastsm._kernels.cholesky import CHOLESKY_MAX_N, cholesky_symmetric
@@ -224,8 +225,8 @@ def test_the_cholesky_kernel_against_numpy(n):
 
 def _cholesky_one_step(K):
     """The right-looking Cholesky factor ``U = L^T`` one pivot at a time in NumPy: the pivot's square root,
-    its row scaled by the reciprocal (as ``dpotf2``), then every later row updated by one multiply and one
-    subtraction an entry, so that each entry takes its terms one at a time in pivot order."""
+    its row scaled by the reciprocal (as ``dpotf2``), then every later row updated by one multiply-subtract
+    an entry (:func:`fused.msub`, as the kernels round it), each entry taking its terms in pivot order."""
     U = np.triu(K).astype(float)
     n = len(U)
     for k in range(n):
@@ -233,7 +234,7 @@ def _cholesky_one_step(K):
         U[k, k] = r
         U[k, k + 1:] *= 1.0 / r
         for i in range(k + 1, n):
-            U[i, i:] -= U[k, i] * U[k, i:]
+            U[i, i:] = msub(U[i, i:], U[k, i], U[k, i:])
     return U
 
 
@@ -241,7 +242,7 @@ def _cholesky_one_step(K):
 def test_the_cholesky_kernel_is_bitwise_the_one_step_reference(n):
     """Below ``CHOLESKY_MAX_N`` the factor's bits are those of :func:`_cholesky_one_step` whatever tiles
     the kernel's loops take (eight and sixteen columns, a last partial vector): the bits depend on the
-    matrix alone."""
+    matrix and on whether the compile target fuses, nothing else."""
     rng = np.random.default_rng(100 + n)
     Z = rng.standard_normal((n, 5))
     K = np.exp(-0.3 * ((Z[:, None, :] - Z[None, :, :]) ** 2).sum(-1)) + 1e-3 * np.eye(n)

@@ -15,39 +15,18 @@ sets and groups, are checked.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
+from fused import msub
 
-from fastsm._kernels.fma import fused
 from fastsm._kernels.tri_rows import GROUP, MULTIPLY_PLAN, SOLVE_PLAN, run_products, symmetric_storage
-
-
-def _halves(a):
-    """``a = hi + lo`` with ``hi`` of at most 26 significant bits (Dekker's split): products of halves are exact."""
-    t = a * 134217729.0
-    hi = t - (t - a)
-    return hi, a - hi
-
-
-_FSUM = np.frompyfunc(lambda *terms: math.fsum(terms), 5, 1)
-
-
-def _msub(c, a, b):
-    """``c - a b`` as the kernels compute it: rounded once where they fuse, else twice."""
-    c, a, b = np.broadcast_arrays(c, a, b)
-    if not fused():
-        return c - a * b
-    (ah, al), (bh, bl) = _halves(a), _halves(b)
-    return _FSUM(c, -(ah * bh), -(ah * bl), -(al * bh), -(al * bl)).astype(np.float64)
 
 
 def _solve_forward(L, X):
     Y = X.copy()
     for j in range(L.shape[0]):
         Y[:, j] = Y[:, j] * (1.0 / L[j, j])
-        Y[:, j + 1:] = _msub(Y[:, j + 1:], Y[:, j:j + 1], L[j + 1:, j])
+        Y[:, j + 1:] = msub(Y[:, j + 1:], Y[:, j:j + 1], L[j + 1:, j])
     return Y
 
 
@@ -55,7 +34,7 @@ def _solve_backward(L, X):
     Y = X.copy()
     for i in range(L.shape[0] - 1, -1, -1):
         Y[:, i] = Y[:, i] * (1.0 / L[i, i])
-        Y[:, :i] = _msub(Y[:, :i], Y[:, i:i + 1], L[i, :i])
+        Y[:, :i] = msub(Y[:, :i], Y[:, i:i + 1], L[i, :i])
     return Y
 
 
@@ -63,8 +42,8 @@ def _product_forward(M, X):
     Y = np.zeros_like(X)
     for p in range(M.shape[0]):
         a = -X[:, p]
-        Y[:, p] = _msub(Y[:, p], a, M[p, p])
-        Y[:, p + 1:] = _msub(Y[:, p + 1:], a[:, None], M[p + 1:, p])
+        Y[:, p] = msub(Y[:, p], a, M[p, p])
+        Y[:, p + 1:] = msub(Y[:, p + 1:], a[:, None], M[p + 1:, p])
     return Y
 
 
@@ -72,8 +51,8 @@ def _product_backward(M, X):
     Y = np.zeros_like(X)
     for p in range(M.shape[0] - 1, -1, -1):
         a = -X[:, p]
-        Y[:, p] = _msub(Y[:, p], a, M[p, p])
-        Y[:, :p] = _msub(Y[:, :p], a[:, None], M[p, :p])
+        Y[:, p] = msub(Y[:, p], a, M[p, p])
+        Y[:, :p] = msub(Y[:, :p], a[:, None], M[p, :p])
     return Y
 
 

@@ -12,10 +12,10 @@ The Gram entries are computed as :func:`fastsm._kernels.rbf.rbf_gram` computes t
 squared distances and a vectorised exponential).  The factorisation is this module's own up to
 order :data:`CHOLESKY_MAX_N` (explicit eight-lane vectors, :mod:`fastsm._kernels.simd`): at
 ``K = 200`` it takes ~0.09 ms where OpenBLAS's ``dpotrf`` took ~0.12 ms (docs/scale.md), as
-accurate (tests/test_fitting.py), and its bits depend on the matrix only, not on the BLAS
-or the CPU.  Above that order LAPACK's ``dpotrf`` is the faster; it runs on the caller's BLAS
-threads (call inside ``thread_limits``: one BLAS thread, deterministic) and is reached by name,
-like every external routine (:mod:`fastsm._kernels.linalg`), so that the kernel stays cacheable.
+accurate (tests/test_fitting.py), and its bits depend on the matrix and on whether the compile
+target fuses multiply-adds, not on the BLAS.  Above that order LAPACK's ``dpotrf`` is the faster; it
+runs on the caller's BLAS threads (call inside ``thread_limits``: one BLAS thread, deterministic) and is
+reached by name, like every external routine (:mod:`fastsm._kernels.linalg`), so that the kernel stays cacheable.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """``msub(c, a, b) = c - a b`` rounded once where the compile target has fused multiply-add.
 
 The row loops of :mod:`fastsm._kernels.tri_rows` take every term of a product or substitution as
-one multiply-subtract.  Rounded once (one FMA instruction), that is one instruction instead of two
+one multiply-subtract, and :func:`fastsm._kernels.linalg.factor_symmetric` every term of its updates
+(:func:`vmsub`: eight lanes).  Rounded once (one FMA instruction), that is one instruction instead of two
 on the FP ports: on CPUs whose FP ports all multiply and add (Intel's), the unfused loops ran at
 half the rate of OpenBLAS's FMA kernels (#68).  The choice is LLVM's ``llvm.fma`` intrinsic, written
 out, not the ``contract`` fast-math flag: with the flag LLVM fuses where it likes, and a kernel
@@ -22,6 +23,8 @@ from numba import types
 from numba.core import cgutils
 from numba.core import codegen as numba_codegen
 from numba.extending import intrinsic
+
+from fastsm._kernels.simd import vec8
 
 
 def _target_features(context) -> str:
@@ -55,3 +58,17 @@ def msub(typingctx, c, a, b):
         return builder.fsub(x, builder.fmul(y, z))
 
     return types.float64(c, a, b), codegen
+
+
+@intrinsic
+def vmsub(typingctx, c, a, b):
+    """:func:`msub` on eight lanes (:data:`fastsm._kernels.simd.vec8`): ``c - a * b``, each lane as ``msub``."""
+    def codegen(context, builder, sig, args):
+        x, y, z = args
+        if _fuses(_target_features(context)):
+            vt = ir.VectorType(ir.DoubleType(), 8)
+            fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vt, [vt, vt, vt]), "llvm.fma.v8f64")
+            return builder.call(fma, [builder.fneg(y), z, x])
+        return builder.fsub(x, builder.fmul(y, z))
+
+    return vec8(vec8, vec8, vec8), codegen

@@ -7,8 +7,9 @@ the one LAPACK binding (``dpotrf``, :func:`potrf_symmetric`) and the one BLAS bi
 the local models' twin factors (:func:`fastsm._kernels.cholesky.twin_factors`) and, through
 :func:`cholesky`, the small systems — Gaussian divergences and their mixtures, MAXDET's Newton
 systems, the KLIEP polish's Newton systems (:mod:`fastsm._kernels.kliep_polish`) and the O(N^3)
-reference form (:mod:`fastsm._kernels.cubic`): their bits depend on the matrix only, not on the
-BLAS or the CPU.  :func:`potrf_symmetric` (LAPACK) factorises the global models' matrices, orders
+reference form (:mod:`fastsm._kernels.cubic`): their bits depend on the matrix and on whether the
+compile target fuses multiply-adds (:mod:`fastsm._kernels.fma`), not on the BLAS.
+:func:`potrf_symmetric` (LAPACK) factorises the global models' matrices, orders
 above ``CHOLESKY_MAX_N``, and the optimiser's ``dy × dy`` Hessians
 (:func:`fastsm._kernels.curvature.seed_inverse`), where an external call compiles in a fraction
 of the time of the loops.  The BLAS products serve the exact Hessian's ``dy × dy`` Gram matrices
@@ -23,7 +24,8 @@ from numba import types
 from numba.core.extending import intrinsic
 from numba.extending import get_cython_function_address
 
-from fastsm._kernels.simd import vload, vmul, vsplat, vstore, vsub
+from fastsm._kernels.fma import msub, vmsub
+from fastsm._kernels.simd import vload, vsplat, vstore
 from fastsm.config import kernel
 
 # LAPACK's dpotrf, reached by name so that the kernels calling it stay cacheable: the symbol is
@@ -212,19 +214,19 @@ def _store8(P, a0, n, j, c):
 
 @kernel(inline=True)
 def _minus_terms(c, P, ri, v):
-    """Each of the eight rows' vectors ``c[t]`` minus ``P[ri + t] v``: one multiply and one subtraction a lane."""
+    """Each of the eight rows' vectors ``c[t]`` minus ``P[ri + t] v``: one multiply-subtract a lane (:func:`vmsub`)."""
     c0, c1, c2, c3, c4, c5, c6, c7 = c
-    return (vsub(c0, vmul(vsplat(P[ri]), v)), vsub(c1, vmul(vsplat(P[ri + 1]), v)),
-            vsub(c2, vmul(vsplat(P[ri + 2]), v)), vsub(c3, vmul(vsplat(P[ri + 3]), v)),
-            vsub(c4, vmul(vsplat(P[ri + 4]), v)), vsub(c5, vmul(vsplat(P[ri + 5]), v)),
-            vsub(c6, vmul(vsplat(P[ri + 6]), v)), vsub(c7, vmul(vsplat(P[ri + 7]), v)))
+    return (vmsub(c0, vsplat(P[ri]), v), vmsub(c1, vsplat(P[ri + 1]), v),
+            vmsub(c2, vsplat(P[ri + 2]), v), vmsub(c3, vsplat(P[ri + 3]), v),
+            vmsub(c4, vsplat(P[ri + 4]), v), vmsub(c5, vsplat(P[ri + 5]), v),
+            vmsub(c6, vsplat(P[ri + 6]), v), vmsub(c7, vsplat(P[ri + 7]), v))
 
 
 @kernel(inline=True)
 def _tile(P, r0, n, a0, i, j):
     """Rows ``i .. i+7`` (flat offset ``a0`` of row ``i``) at columns ``j .. j+7``, each minus the
     eight panel rows' terms ``U[r, i+t] U[r, j..j+7]`` (row ``r`` at flat offset ``r0 + k n``), in
-    panel order, one multiply and one subtraction each."""
+    panel order, one multiply-subtract each (:func:`~fastsm._kernels.fma.vmsub`)."""
     c = _load8(P, a0, n, j)
     r = r0
     for _ in range(8):
@@ -287,13 +289,13 @@ def _axpy_row(P, n, a, b, u, j0):
     left of ``j0`` may change where ``n - j0 < 8``: callers pass lower-triangle scratch there)."""
     if n < 8:
         for j in range(j0, n):
-            P[a + j] -= u * P[b + j]
+            P[a + j] = msub(P[a + j], u, P[b + j])
         return
     us = vsplat(u)
     e = j0 + (n - j0) // 8 * 8
-    last = vsub(vload(P, a + n - 8), vmul(us, vload(P, b + n - 8)))  # before the loop's stores
+    last = vmsub(vload(P, a + n - 8), us, vload(P, b + n - 8))  # before the loop's stores
     for j in range(j0, e, 8):
-        vstore(P, a + j, vsub(vload(P, a + j), vmul(us, vload(P, b + j))))
+        vstore(P, a + j, vmsub(vload(P, a + j), us, vload(P, b + j)))
     if e < n:
         vstore(P, a + n - 8, last)
 
@@ -309,8 +311,9 @@ def factor_symmetric(A):
     and scaling by its reciprocal (as LAPACK's ``dpotf2``) and the updates of the step's later rows,
     then the trailing rows eight at a time by :func:`_update_rows8` (:mod:`fastsm._kernels.simd`:
     LLVM leaves these loops scalar otherwise).  Every entry takes its terms one at a time in row
-    order, one multiply and one subtraction each: the bits depend on ``A`` only, not on the BLAS,
-    the CPU or the thread count.  ``A`` is C-contiguous.  fastsm's one Cholesky factorisation of its
+    order, one multiply-subtract each (:mod:`fastsm._kernels.fma`: rounded once where the compile
+    target has FMA): the bits depend on ``A`` and on that target only, not on the BLAS or the thread
+    count.  ``A`` is C-contiguous.  fastsm's one Cholesky factorisation of its
     own (the other is LAPACK's ``dpotrf``, :func:`potrf_symmetric`).
     """
     n = A.shape[0]
