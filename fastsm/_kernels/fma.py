@@ -43,6 +43,15 @@ def fused() -> bool:
     return _fuses(_target_features(cpu_target.target_context))
 
 
+def _emit_msub(context, builder, ty, intrinsic_name, x, y, z):
+    """``x - y * z`` of LLVM type ``ty``: ``intrinsic_name`` (``llvm.fma.*``) on ``-y`` where the target fuses,
+    else a product and a difference."""
+    if _fuses(_target_features(context)):
+        fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ty, [ty, ty, ty]), intrinsic_name)
+        return builder.call(fma, [builder.fneg(y), z, x])
+    return builder.fsub(x, builder.fmul(y, z))
+
+
 @intrinsic
 def msub(typingctx, c, a, b):
     """``c - a * b`` for float64 ``c``, ``a``, ``b``: one rounding where the target has FMA, else two."""
@@ -51,11 +60,7 @@ def msub(typingctx, c, a, b):
 
     def codegen(context, builder, sig, args):
         x, y, z = (context.cast(builder, v, t, types.float64) for v, t in zip(args, sig.args, strict=True))
-        if _fuses(_target_features(context)):
-            d = ir.DoubleType()
-            fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(d, [d, d, d]), "llvm.fma.f64")
-            return builder.call(fma, [builder.fneg(y), z, x])
-        return builder.fsub(x, builder.fmul(y, z))
+        return _emit_msub(context, builder, ir.DoubleType(), "llvm.fma.f64", x, y, z)
 
     return types.float64(c, a, b), codegen
 
@@ -64,11 +69,6 @@ def msub(typingctx, c, a, b):
 def vmsub(typingctx, c, a, b):
     """:func:`msub` on eight lanes (:data:`fastsm._kernels.simd.vec8`): ``c - a * b``, each lane as ``msub``."""
     def codegen(context, builder, sig, args):
-        x, y, z = args
-        if _fuses(_target_features(context)):
-            vt = ir.VectorType(ir.DoubleType(), 8)
-            fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vt, [vt, vt, vt]), "llvm.fma.v8f64")
-            return builder.call(fma, [builder.fneg(y), z, x])
-        return builder.fsub(x, builder.fmul(y, z))
+        return _emit_msub(context, builder, ir.VectorType(ir.DoubleType(), 8), "llvm.fma.v8f64", *args)
 
     return vec8(vec8, vec8, vec8), codegen

@@ -238,7 +238,7 @@ def _tile(P, r0, n, a0, i, j):
 @kernel(inline=True)
 def _tile16(P, r0, n, a0, i, j):
     """:func:`_tile` at columns ``j .. j+15`` as two vectors a row, stored: sixteen accumulators instead
-    of eight hide the subtractions' latency (docs/scale.md).  Each entry takes the same terms in the same
+    of eight hide the multiply-subtracts' latency (docs/scale.md).  Each entry takes the same terms in the same
     order as :func:`_tile` gives it."""
     h = j + 8
     c = _load8(P, a0, n, j)
