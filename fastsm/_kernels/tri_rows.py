@@ -20,19 +20,24 @@ width or the BLAS (there is none).  The substitutions are backward stable; the
 DTRSM tiles they replaced were 10-20x less accurate on the near-duplicate sets of #55
 (docs/accuracy.md).
 
-For speed, sets of four rows take four pivots per sweep over the rest of their entries (each ``S``
-entry loaded once for sixteen multiply-subtracts), in groups of :data:`GROUP` rows that stay in
-cache while ``S`` streams once for all of them (:func:`rows4`, each block's own triangle in registers:
-:func:`_block4`); a row left over takes four pivots per sweep alone, its block's triangle in registers
-too (:func:`row_forward`, :func:`row_backward`).  The single rows' routine for a block's triangle, used
-by ``rows4`` too, made it 1.4x slower at 256 rows (session 37), so :func:`_block4` writes out its two
-kinds.  Blocking changes which loads are shared, not an entry's operations.  Against OpenBLAS's DTRSM
-on one thread (``benchmarks/tri_rows.py --solve``, BLAS time / row-loop time): 64-256 rows of
-``N = 1000-2000`` 0.96-1.29, 16 rows 1.42-1.75, one or two rows 1.9-3.9; ``N = 200`` 0.98-1.10 from
-64 rows (docs/performance.md).
+For speed, sets of four rows take four pivots per sweep (each ``S`` entry loaded once for sixteen
+multiply-subtracts; each block's own triangle in registers: :func:`_block4`), in groups of :data:`GROUP`
+rows that stay in cache while ``S`` streams once for all of them (:func:`rows4`).  From order
+:data:`BLOCKED_FROM` on, and eight rows, a sweep goes only as far as the end of a block of :data:`BLOCK`
+pivots; the block's terms then come off every later entry by tiles of four rows by 32 entries that
+hold their sixteen vectors in registers while the block's rows of ``S`` stream
+(:func:`_subtract_block`), as a matrix product does, where a sweep loaded and stored each entry once
+per four pivots.  A row left over takes four pivots per sweep alone, its block's triangle in
+registers too (:func:`row_forward`, :func:`row_backward`).  The single rows' routine for a block's
+triangle, used by ``rows4`` too, made it 1.4x slower at 256 rows (session 37), so :func:`_block4`
+writes out its two kinds.  Blocking changes which loads are shared, not an entry's operations.
+One thread, a factor of ``N = 1000`` and 200 rows (``benchmarks/tri_rows.py --solve``, a 2-core Intel
+Xeon with AVX-512): 3.7-3.9 ms a product, against DTRSM's 5.0-5.5 ms and 4.6-5.1 ms before the
+blocks (docs/performance.md).
 
 The loops are compiled once, as two kernels (:func:`rows4`, and the rows left over, :func:`rows1`) that
-:func:`rows_call` calls by symbol (:func:`fastsm._kernels.shared.call`): compiled into every kernel that
+:func:`rows_call` calls by symbol (:func:`fastsm._kernels.shared.call`; ``rows4`` calls
+:func:`_subtract_block` so too): compiled into every kernel that
 runs products, they cost the cold start several seconds; as C functions compiled at import (``cfunc``),
 2.3 s of every cold ``import fastsm`` (#54).
 """
@@ -44,13 +49,18 @@ from typing import NamedTuple
 import numpy as np
 from numba import carray
 
-from fastsm._kernels.fma import msub
+from fastsm._kernels.fma import msub, vmsub
 from fastsm._kernels.linalg import ptr, shift
 from fastsm._kernels.shared import call
+from fastsm._kernels.simd import vload, vsplat, vstore
 from fastsm.config import kernel
 
 #: Rows of one group of :func:`rows4` (four-row sets sweeping ``S`` together).
 GROUP = 64
+#: Pivots of one block of :func:`rows4` (their terms off the later entries by :func:`_subtract_block`).
+BLOCK = 32
+#: The least order ``n`` for which :func:`rows4` takes its pivots in blocks of :data:`BLOCK`.
+BLOCKED_FROM = 128
 
 
 @kernel()
@@ -67,14 +77,15 @@ def symmetric_storage(W):
 
 
 @kernel(inline=True)
-def _sweep4(P, r, S, p0, step, c, lo, hi):
-    """Rows ``r .. r+3`` of ``P``, entries ``lo .. hi-1``: ``-= c[q, t] * S[p0 + t step]`` for ``t = 0 .. 3``."""
+def _sweep4(P, r, S, p0, step, A, g, t, lo, hi):
+    """Rows ``r .. r+3`` of ``P``, entries ``lo .. hi-1``: ``-= A[g + q, t + u] * S[p0 + u step]`` for row
+    ``r + q``, ``u = 0 .. 3``."""
     s0, s1, s2, s3 = S[p0, lo:hi], S[p0 + step, lo:hi], S[p0 + 2 * step, lo:hi], S[p0 + 3 * step, lo:hi]
     z0, z1, z2, z3 = P[r, lo:hi], P[r + 1, lo:hi], P[r + 2, lo:hi], P[r + 3, lo:hi]
-    a0, a1, a2, a3 = c[0, 0], c[0, 1], c[0, 2], c[0, 3]
-    b0, b1, b2, b3 = c[1, 0], c[1, 1], c[1, 2], c[1, 3]
-    d0, d1, d2, d3 = c[2, 0], c[2, 1], c[2, 2], c[2, 3]
-    e0, e1, e2, e3 = c[3, 0], c[3, 1], c[3, 2], c[3, 3]
+    a0, a1, a2, a3 = A[g, t], A[g, t + 1], A[g, t + 2], A[g, t + 3]
+    b0, b1, b2, b3 = A[g + 1, t], A[g + 1, t + 1], A[g + 1, t + 2], A[g + 1, t + 3]
+    d0, d1, d2, d3 = A[g + 2, t], A[g + 2, t + 1], A[g + 2, t + 2], A[g + 2, t + 3]
+    e0, e1, e2, e3 = A[g + 3, t], A[g + 3, t + 1], A[g + 3, t + 2], A[g + 3, t + 3]
     for i in range(hi - lo):
         w0, w1, w2, w3 = s0[i], s1[i], s2[i], s3[i]
         z0[i] = msub(msub(msub(msub(z0[i], a0, w0), a1, w1), a2, w2), a3, w3)
@@ -96,9 +107,10 @@ def _pivot(y, x, diag, solve):
 
 
 @kernel(inline=True)
-def _block4(P, X, r, S, p0, step, solve, c):
+def _block4(P, X, r, S, p0, step, solve):
     """Row ``r`` of ``P``: the four pivots ``p0 + t step`` of a block among themselves, in registers (the
-    operations of the loop for a short block, in its order); their coefficients into ``c``."""
+    operations of the loop for a short block, in its order); their coefficients returned.  (Written
+    into a row view of an array instead, they cost two reference-count calls a row.)"""
     p1, p2, p3 = p0 + step, p0 + 2 * step, p0 + 3 * step
     y0, y1, y2, y3 = P[r, p0], P[r, p1], P[r, p2], P[r, p3]
     if solve:
@@ -126,7 +138,7 @@ def _block4(P, X, r, S, p0, step, solve, c):
         y3 = msub(y3, a2, S[p2, p3])
         y3 = msub(y3, a3, S[p3, p3])
     P[r, p0], P[r, p1], P[r, p2], P[r, p3] = y0, y1, y2, y3
-    c[0], c[1], c[2], c[3] = a0, a1, a2, a3
+    return a0, a1, a2, a3
 
 
 @kernel(inline=True)
@@ -195,50 +207,151 @@ def _sweep1(a, r0, r1, r2, r3, z):
         z[i] = msub(msub(msub(msub(z[i], a0, r0[i]), a1, r1[i]), a2, r2[i]), a3, r3[i])
 
 
+@kernel(inline=True)
+def _tile4x32(P, pr, ldp, S, n, A, g, kb, p0, step, j):
+    """Rows at flat offsets ``pr + q ldp`` (``q = 0 .. 3``) of ``P``, entries ``j .. j+31``, each minus the
+    ``kb`` terms ``A[g + q, t] * S[p0 + t step, ...]`` in order ``t = 0, 1, ...``: sixteen vectors in
+    registers while the terms stream (:func:`_subtract_block`)."""
+    q0, q1, q2, q3 = pr + j, pr + ldp + j, pr + 2 * ldp + j, pr + 3 * ldp + j
+    c00, c01, c02, c03 = vload(P, q0), vload(P, q0 + 8), vload(P, q0 + 16), vload(P, q0 + 24)
+    c10, c11, c12, c13 = vload(P, q1), vload(P, q1 + 8), vload(P, q1 + 16), vload(P, q1 + 24)
+    c20, c21, c22, c23 = vload(P, q2), vload(P, q2 + 8), vload(P, q2 + 16), vload(P, q2 + 24)
+    c30, c31, c32, c33 = vload(P, q3), vload(P, q3 + 8), vload(P, q3 + 16), vload(P, q3 + 24)
+    for t in range(kb):
+        sp = (p0 + t * step) * n + j
+        s0, s1, s2, s3 = vload(S, sp), vload(S, sp + 8), vload(S, sp + 16), vload(S, sp + 24)
+        u = vsplat(A[g, t])
+        c00, c01, c02, c03 = vmsub(c00, u, s0), vmsub(c01, u, s1), vmsub(c02, u, s2), vmsub(c03, u, s3)
+        u = vsplat(A[g + 1, t])
+        c10, c11, c12, c13 = vmsub(c10, u, s0), vmsub(c11, u, s1), vmsub(c12, u, s2), vmsub(c13, u, s3)
+        u = vsplat(A[g + 2, t])
+        c20, c21, c22, c23 = vmsub(c20, u, s0), vmsub(c21, u, s1), vmsub(c22, u, s2), vmsub(c23, u, s3)
+        u = vsplat(A[g + 3, t])
+        c30, c31, c32, c33 = vmsub(c30, u, s0), vmsub(c31, u, s1), vmsub(c32, u, s2), vmsub(c33, u, s3)
+    vstore(P, q0, c00), vstore(P, q0 + 8, c01), vstore(P, q0 + 16, c02), vstore(P, q0 + 24, c03)
+    vstore(P, q1, c10), vstore(P, q1 + 8, c11), vstore(P, q1 + 16, c12), vstore(P, q1 + 24, c13)
+    vstore(P, q2, c20), vstore(P, q2 + 8, c21), vstore(P, q2 + 16, c22), vstore(P, q2 + 24, c23)
+    vstore(P, q3, c30), vstore(P, q3 + 8, c31), vstore(P, q3 + 16, c32), vstore(P, q3 + 24, c33)
+
+
+@kernel(inline=True)
+def _tile4x8(P, pr, ldp, S, n, A, g, kb, p0, step, j):
+    """:func:`_tile4x32` for entries ``j .. j+7``, returned (not stored)."""
+    q0, q1, q2, q3 = pr + j, pr + ldp + j, pr + 2 * ldp + j, pr + 3 * ldp + j
+    c0, c1, c2, c3 = vload(P, q0), vload(P, q1), vload(P, q2), vload(P, q3)
+    for t in range(kb):
+        v = vload(S, (p0 + t * step) * n + j)
+        c0 = vmsub(c0, vsplat(A[g, t]), v)
+        c1 = vmsub(c1, vsplat(A[g + 1, t]), v)
+        c2 = vmsub(c2, vsplat(A[g + 2, t]), v)
+        c3 = vmsub(c3, vsplat(A[g + 3, t]), v)
+    return c0, c1, c2, c3
+
+
+@kernel(inline=True)
+def _store4x8(P, pr, ldp, j, c):
+    """Store :func:`_tile4x8`'s vectors ``c`` at entries ``j .. j+7`` of the rows at ``pr + q ldp``."""
+    c0, c1, c2, c3 = c
+    vstore(P, pr + j, c0), vstore(P, pr + ldp + j, c1), vstore(P, pr + 2 * ldp + j, c2), vstore(P, pr + 3 * ldp + j, c3)
+
+
+@kernel(internal=True)
+def _subtract_block(P, ldp, rows, S, n, A, kb, p0, step, lo, hi):
+    """Entries ``lo .. hi-1`` of ``P``'s first ``rows`` rows (a multiple of four; ``P`` flat, rows ``ldp``
+    apart), each minus the ``kb`` terms ``A[g, t] * S[p0 + t step, i]`` (row ``g``, entry ``i``) in order
+    ``t = 0, 1, ...``: one multiply-subtract each, as the four-pivot sweeps would take them.
+
+    Tiles of four rows by 32 entries (:func:`_tile4x32`), every tile of the rows before the next 32
+    entries (the ``kb × 32`` terms stay in cache for all of them); then vectors of eight.  A last partial
+    vector is taken as the vector ending at ``hi``, computed into ``A[g, kb:kb+8]`` before the others are
+    stored: where it overlaps them, it stores the same values.  Fewer than eight entries go one by one."""
+    la = A.shape[1]
+    if hi - lo < 8:
+        for g in range(rows):
+            for i in range(lo, hi):
+                z = P[g * ldp + i]
+                for t in range(kb):
+                    z = msub(z, A[g, t], S[(p0 + t * step) * n + i])
+                P[g * ldp + i] = z
+        return
+    e = lo + (hi - lo) // 8 * 8
+    if e < hi:
+        for g in range(0, rows, 4):
+            c0, c1, c2, c3 = _tile4x8(P, g * ldp, ldp, S, n, A, g, kb, p0, step, hi - 8)
+            _store4x8(A, g * la, la, kb, (c0, c1, c2, c3))
+    j = lo
+    while e - j >= 32:
+        for g in range(0, rows, 4):
+            _tile4x32(P, g * ldp, ldp, S, n, A, g, kb, p0, step, j)
+        j += 32
+    while j < e:
+        for g in range(0, rows, 4):
+            _store4x8(P, g * ldp, ldp, j, _tile4x8(P, g * ldp, ldp, S, n, A, g, kb, p0, step, j))
+        j += 8
+    if e < hi:
+        for g in range(rows):
+            vstore(P, g * ldp + hi - 8, vload(A, g * la + kb))
+
+
 @kernel(internal=True)
 def rows4(x, ldx, m, s, n, p, ldp, mode):
     """``P[r, :n]`` for ``r < m`` (``m`` a multiple of four): row ``X[r, :n]`` times the lower triangle ``M``
     of ``S`` (``n × n``, symmetric storage): ``M x`` (``fwd``) or ``M^T x``; with ``solve`` ``M^-1 x`` or
     ``M^-T x``; ``x``, ``s`` and ``p`` point to ``X[0, 0]``, ``S[0, 0]`` and ``P[0, 0]``, ``X`` and ``P`` of
-    leading dimensions ``ldx`` and ``ldp``, ``mode`` bit 0 ``fwd``, bit 1 ``solve``.  Four rows and four
-    pivots per sweep, in groups of :data:`GROUP` rows (module docstring).  The loops are the kernel's own
-    body: inlined into it from a kernel of their own, their Numba IR was copied once more (0.25 s, #54)."""
+    leading dimensions ``ldx`` and ``ldp``, ``mode`` bit 0 ``fwd``, bit 1 ``solve``.
+
+    In groups of :data:`GROUP` rows, the pivots in blocks of :data:`BLOCK` (one block of all ``n`` for
+    ``n`` below :data:`BLOCKED_FROM` or fewer than eight rows): within a block, four rows and four pivots
+    per sweep over the block's own entries, the coefficients kept; then the block's terms off every later
+    entry (:func:`_subtract_block`).  The loops are the kernel's own body: inlined into it from a kernel
+    of their own, their Numba IR was copied once more (0.25 s, #54)."""
     X = carray(x, (m, ldx))
     S = carray(s, (n, n))
     P = carray(p, (m, ldp))
     fwd, solve = (mode & 1) == 1, (mode & 2) == 2
-    c = np.empty((4, 4))
+    kb = BLOCK if n >= BLOCKED_FROM and m >= 8 else n
+    A = np.empty((GROUP, kb + 8))  # a row's coefficients of the block, then its last vector
     step = 1 if fwd else -1
     for r0 in range(0, m, GROUP):
         r1 = min(r0 + GROUP, m)
         for r in range(r0, r1):
             for j in range(n):
                 P[r, j] = X[r, j] if solve else 0.0
-        k = 0
-        while k < n:
-            b = min(4, n - k)
-            p0 = k if fwd else n - 1 - k
-            for r in range(r0, r1, 4):
-                if b == 4:
-                    for q in range(4):
-                        _block4(P, X, r + q, S, p0, step, solve, c[q])
-                    lo, hi = (k + 4, n) if fwd else (0, n - k - 4)
-                    _sweep4(P, r, S, p0, step, c, lo, hi)
-                    continue
-                for t in range(b):  # a short last block: its own pivots, no entry past it
-                    p = p0 + t * step
-                    d = 1.0 / S[p, p] if solve else S[p, p]
-                    for q in range(4):
-                        if solve:
-                            a = P[r + q, p] * d
-                            P[r + q, p] = a
-                        else:
-                            a = -X[r + q, p]
-                            P[r + q, p] = msub(P[r + q, p], a, d)
-                        for u in range(t + 1, b):
-                            pu = p0 + u * step
-                            P[r + q, pu] = msub(P[r + q, pu], a, S[p, pu])
-            k += b
+        k0 = 0
+        while k0 < n:
+            kend = min(k0 + kb, n)
+            k = k0
+            while k < kend:
+                b = min(4, n - k)
+                p0 = k if fwd else n - 1 - k
+                for r in range(r0, r1, 4):
+                    if b == 4:
+                        g, t = r - r0, k - k0
+                        for q in range(4):
+                            A[g + q, t], A[g + q, t + 1], A[g + q, t + 2], A[g + q, t + 3] = \
+                                _block4(P, X, r + q, S, p0, step, solve)
+                        lo, hi = (k + 4, kend) if fwd else (n - kend, n - k - 4)
+                        _sweep4(P, r, S, p0, step, A, g, t, lo, hi)
+                        continue
+                    for t in range(b):  # a short last block: its own pivots, no entry past it
+                        p = p0 + t * step
+                        d = 1.0 / S[p, p] if solve else S[p, p]
+                        for q in range(4):
+                            if solve:
+                                a = P[r + q, p] * d
+                                P[r + q, p] = a
+                            else:
+                                a = -X[r + q, p]
+                                P[r + q, p] = msub(P[r + q, p], a, d)
+                            for u in range(t + 1, b):
+                                pu = p0 + u * step
+                                P[r + q, pu] = msub(P[r + q, pu], a, S[p, pu])
+                k += b
+            if kend < n:
+                lo, hi = (kend, n) if fwd else (0, n - kend)
+                call(_subtract_block, P[r0:].reshape(-1), ldp, r1 - r0, S.reshape(-1), n, A, kb,
+                     k0 if fwd else n - 1 - k0, step, lo, hi)
+            k0 = kend
 
 
 @kernel(internal=True)
