@@ -310,7 +310,7 @@ def rows4(x, ldx, m, s, n, p, ldp, mode):
     P = carray(p, (m, ldp))
     fwd, solve = (mode & 1) == 1, (mode & 2) == 2
     kb = BLOCK if n >= BLOCKED_FROM and m >= 8 else n
-    A = np.empty((GROUP, kb + 8))  # a row's coefficients of the block, then its last vector
+    A = np.empty((min(m, GROUP), kb + 8))  # a row's coefficients of the block, then its last vector
     step = 1 if fwd else -1
     for r0 in range(0, m, GROUP):
         r1 = min(r0 + GROUP, m)
