@@ -61,7 +61,7 @@ def _factor(n, rng):
     return np.linalg.cholesky(B @ B.T / n + np.eye(n))
 
 
-@pytest.mark.parametrize("n", [1, 3, 4, 7, 8, 9, 13, 15, 16, 17, 24, 64, 127, 128, 133, 136, 203, 300])
+@pytest.mark.parametrize("n", [1, 3, 4, 7, 8, 9, 13, 15, 16, 17, 24, 64, 128, 133, 136, 203])
 @pytest.mark.parametrize("h", [1, 3, 4, 5, 9, GROUP + 7])
 @pytest.mark.parametrize("solve", [True, False])
 def test_rows_are_the_pivot_sweeps(n, h, solve):
