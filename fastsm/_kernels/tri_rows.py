@@ -32,8 +32,8 @@ registers too (:func:`row_forward`, :func:`row_backward`).  The single rows' rou
 triangle, used by ``rows4`` too, made it 1.4x slower at 256 rows (session 37), so :func:`_block4`
 writes out its two kinds.  Blocking changes which loads are shared, not an entry's operations.
 One thread, a factor of ``N = 1000`` and 200 rows (``benchmarks/tri_rows.py --solve``, a 2-core Intel
-Xeon with AVX-512): 3.7-3.9 ms a product, against DTRSM's 5.0-5.5 ms and 4.6-5.1 ms before the
-blocks (docs/performance.md).
+Xeon with AVX-512, two sittings): 3.6-3.7 ms a substitution, against DTRSM's 4.7-5.2 ms and 4.7-4.9 ms
+before the blocks (docs/performance.md).
 
 The loops are compiled once, as two kernels (:func:`rows4`, and the rows left over, :func:`rows1`) that
 :func:`rows_call` calls by symbol (:func:`fastsm._kernels.shared.call`; ``rows4`` calls
