@@ -38,7 +38,7 @@ def _chol(K):
 
 def _forward(L, b):
     if L.dtype == np.float64:
-        return solve_triangular(L, b, lower=True)
+        return solve_triangular(L, b, lower=True, check_finite=False)
     z = np.zeros(len(b), dtype=L.dtype)
     for i in range(len(b)):
         z[i] = (b[i] - L[i, :i] @ z[:i]) / L[i, i]
@@ -47,7 +47,7 @@ def _forward(L, b):
 
 def _backward(L, b):
     if L.dtype == np.float64:
-        return solve_triangular(L, b, lower=True, trans=1)
+        return solve_triangular(L, b, lower=True, trans=1, check_finite=False)
     n = len(b)
     x = np.zeros(n, dtype=L.dtype)
     for i in range(n - 1, -1, -1):
@@ -75,12 +75,27 @@ class Reference:
         self.Lxy = _chol(((1 - a) * Kx + a * Ky).astype(dtype))
         one = dtype(1)
         self.kxx, self.kyy = one + dtype(p.lambda_x), one + dtype(p.lambda_y)
+        self._last_x: dict = {}
+
+    def _input_parts(self, x):
+        """``k_x`` and ``L_X^-1 k_x``, kept for the last ``x`` (a search over ``y`` evaluates one ``x`` often)."""
+        key = np.asarray(x, dtype=np.float64).tobytes()
+        if self._last_x.get("key") != key:
+            kx = rbf(np.atleast_2d(x), self.X, self.p.gamma_x, self.dt)[0]
+            self._last_x = {"key": key, "kx": kx, "hx": _forward(self.Lx, kx)}
+        return self._last_x["kx"], self._last_x["hx"]
+
+    def _kx_solved(self, x):
+        """``K_X^-1 k_x`` (two substitutions), kept with the last ``x``'s parts."""
+        _, hx = self._input_parts(x)
+        if "ux" not in self._last_x:
+            self._last_x["ux"] = _backward(self.Lx, hx)
+        return self._last_x["ux"]
 
     def _parts(self, x, y):
         p, dt = self.p, self.dt
-        kx = rbf(np.atleast_2d(x), self.X, p.gamma_x, dt)[0]
+        kx, hx = self._input_parts(x)
         ky = rbf(np.atleast_2d(y), self.Y, p.gamma_y, dt)[0]
-        hx = _forward(self.Lx, kx)
         zy = _forward(self.Ly, ky)
         return kx, ky, hx, zy, self.kxx - hx @ hx, self.kyy - zy @ zy
 
@@ -89,7 +104,7 @@ class Reference:
         p, dt = self.p, self.dt
         kx, ky, hx, zy, ex, ey = self._parts(x, y)
         if method == "kl":
-            return self.kyy - 2 * ky @ _backward(self.Lx, hx) - ex * np.log(ey)
+            return self.kyy - 2 * ky @ self._kx_solved(x) - ex * np.log(ey)
         if method == "ikl":
             uy = _backward(self.Ly, zy)
             return -2 * kx @ uy + uy @ (self.Kx @ uy) + ey * (np.log(ey) - np.log(ex))
@@ -106,7 +121,7 @@ class Reference:
         """The magnitude of the summands of KLTGP's / IKLTGP's value (their accuracy's scale)."""
         kx, ky, hx, zy, ex, ey = self._parts(x, y)
         if method == "kl":
-            return abs(self.kyy) + 2 * abs(ky @ _backward(self.Lx, hx)) + abs(ex * np.log(ey))
+            return abs(self.kyy) + 2 * abs(ky @ self._kx_solved(x)) + abs(ex * np.log(ey))
         uy = _backward(self.Ly, zy)
         return 2 * abs(kx @ uy) + abs(uy @ (self.Kx @ uy)) + abs(ey * (np.log(ey) - np.log(ex)))
 

@@ -12,7 +12,7 @@ from fused import msub
 from fastsm import datasets, reference, shift, tgp
 from fastsm._kernels.cholesky import CHOLESKY_MAX_N, cholesky_symmetric
 from fastsm._kernels.linalg import potrf_symmetric
-from fastsm._kernels.ridge import ridge_start
+from fastsm._kernels.ridge import ridge_start, solve_ridge_start
 from fastsm._threads import thread_limits
 from fastsm.tgp import regions
 from fastsm.tgp.fitting import factorize_cholesky, ridge, ridge_frame, weighted_gram
@@ -44,7 +44,7 @@ def test_identical_inputs_start_at_the_mean_of_the_outputs(value):
     X, Y = _identical_inputs(value)
     Xt = np.random.default_rng(1).uniform(-1.0, 1.0, (9, X.shape[1])) + value
     ref = Y.mean(axis=0)
-    for coef in (ridge(X, Y), ridge_start(X, Y, np.ones(1), False)[0]):
+    for coef in (ridge(X, Y), solve_ridge_start(X, Y, np.ones(1), False)[0]):
         start = np.hstack([Xt, np.ones((len(Xt), 1))]) @ coef
         np.testing.assert_allclose(start, np.broadcast_to(ref, start.shape), rtol=0, atol=1e-14)
     model = tgp.fit(X, Y, PARAMS)
@@ -62,7 +62,7 @@ def test_one_constant_column_drops_out_of_the_ridge():
     Y = X[:, [0, 2]] @ np.array([[1.0, -2.0], [0.5, 3.0]]) + 0.1 * rng.standard_normal((80, 2))
     A = np.hstack([X[:, [0, 2]], np.ones((80, 1))])
     ref = np.linalg.lstsq(A, Y, rcond=None)[0]  # plain least squares on the informative columns
-    for coef in (ridge(X, Y), ridge_start(X, Y, np.ones(1), False)[0]):
+    for coef in (ridge(X, Y), solve_ridge_start(X, Y, np.ones(1), False)[0]):
         np.testing.assert_allclose(coef[1], 0.0, atol=1e-12)  # before: ~1e15 times the noise
         np.testing.assert_allclose(coef[[0, 2, 3]], ref, rtol=1e-5, atol=1e-6)
 
@@ -225,16 +225,17 @@ def test_the_cholesky_kernel_against_numpy(n):
 
 def _cholesky_one_step(K):
     """The right-looking Cholesky factor ``U = L^T`` one pivot at a time in NumPy: the pivot's square root,
-    its row scaled by the reciprocal (as ``dpotf2``), then every later row updated by one multiply-subtract
-    an entry (:func:`fused.msub`, as the kernels round it), each entry taking its terms in pivot order."""
+    its row scaled by the reciprocal (as ``dpotf2``), then every later entry of the upper triangle updated by
+    one multiply-subtract (:func:`fused.msub`, as the kernels round it), each entry taking its terms in pivot
+    order."""
     U = np.triu(K).astype(float)
     n = len(U)
     for k in range(n):
         r = np.sqrt(U[k, k])
         U[k, k] = r
         U[k, k + 1:] *= 1.0 / r
-        for i in range(k + 1, n):
-            U[i, i:] = msub(U[i, i:], U[k, i], U[k, i:])
+        u = U[k, k + 1:]
+        U[k + 1:, k + 1:] = np.triu(msub(U[k + 1:, k + 1:], u[:, None], u[None, :]))
     return U
 
 
@@ -366,7 +367,7 @@ def test_bad_factorisations_raise_as_the_inverse_form_does(data):
 def test_the_ridge_kernel_solves_numpys_ridge_problem(case):
     """:func:`fastsm._kernels.ridge.ridge_start` against :func:`fastsm.tgp.fitting.ridge` and
     ``output_spread`` (NumPy): the same minimal-norm least-squares solution, to rounding."""
-    from fastsm._kernels.ridge import ridge_start
+    from fastsm._kernels.ridge import ridge_start, solve_ridge_start
     from fastsm.tgp.fitting import output_spread, ridge
 
     rng = np.random.default_rng(3)
@@ -382,7 +383,9 @@ def test_the_ridge_kernel_solves_numpys_ridge_problem(case):
         X = X * 1e14
     elif case == "collinear":  # two equal columns: full rank only through the penalty rows
         X[:, 3] = X[:, 1]
-    coef, spread = ridge_start(X, Y, np.ones(1) if w is None else w, w is not None)
+    coef, spread = solve_ridge_start(X, Y, np.ones(1) if w is None else w, w is not None)
+    solved = ridge_start(X, Y, np.ones(1) if w is None else w, w is not None)[2]
+    assert solved == (case not in ("one point",)), solved  # else the minimal-norm solution, in NumPy
     ref = ridge(X, Y, w)
     np.testing.assert_allclose(coef, ref, rtol=1e-10, atol=1e-12 * np.abs(ref).max())
     if case != "one point":
@@ -658,7 +661,8 @@ def test_integer_weights_give_the_widths_of_repeated_rows_above_the_thinning_thr
 def test_ridge_starts_are_ridge_start_of_each_points_members(weighted):
     """``_kernels/ridge.py::ridge_starts`` (the GPU engine's local starts, #76) gathers each point's members as
     ``knn_rows`` does and calls :func:`ridge_start`: bitwise its coefficients' starts and spreads; a point whose
-    members' outputs have no spread is refused; given starts are passed through."""
+    members' outputs have no spread, or whose inputs are one point (the QR refuses), is refused; given starts are
+    passed through."""
     from fastsm._kernels.points import linear_rows
     from fastsm._kernels.ridge import ridge_starts
 
@@ -669,16 +673,18 @@ def test_ridge_starts_are_ridge_start_of_each_points_members(weighted):
     members = np.sort(rng.permuted(np.tile(np.arange(80), (6, 1)), axis=1)[:, :12], axis=1)
     members[0] = np.arange(12, 24)
     members[5] = np.arange(12)
+    X[24:36] = X[24]  # identical inputs: the ridge is the outputs' mean, dgelsd's minimal-norm solution
+    members[4] = np.arange(24, 36)
     given = rng.standard_normal((6, 2))
     for a in (X, Y, w, members, Xq, given):  # as fastsm.cuda.local.host_starts passes them: one compiled version
         a.setflags(write=False)
     starts, spread, refused = ridge_starts(X, Y, w, weighted, members, Xq, given[:0], False)
     for q in range(6):
         idx = members[q]
-        coef, s = ridge_start(X[idx], Y[idx], w[idx] if weighted else w, weighted)
-        assert spread[q] == s
-        if q < 5:
+        coef, s, solved = ridge_start(X[idx], Y[idx], w[idx] if weighted else np.ones(1), weighted)
+        assert spread[q] == s and solved == (q != 4)
+        if q < 4:
             np.testing.assert_array_equal(starts[q], linear_rows(Xq[q:q + 1], coef)[0])
-    np.testing.assert_array_equal(refused, [False] * 5 + [True])
+    np.testing.assert_array_equal(refused, [False] * 4 + [True] * 2)
     starts, _, _ = ridge_starts(X, Y, w, weighted, members, Xq, given, True)
     np.testing.assert_array_equal(starts, given)

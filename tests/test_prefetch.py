@@ -49,6 +49,23 @@ def test_the_split_names_the_types_predictions_compile(monkeypatch):
         assert minimize_batch.result_type(argtypes) == cres.signature.return_type
 
 
+def test_a_knn_local_prediction_hands_the_helper_the_types_it_compiles(monkeypatch):
+    """The KNN kernel (``share="none"``) calls the prediction with a global model's types (every array of its
+    objectives read-only; its transposed outputs were writable once, and the prediction's kernels compiled twice),
+    so its first run splits as a global model's does: the types handed over are those it compiles."""
+    asked = []
+    monkeypatch.setattr(prediction, "first_run", lambda helper, here: asked.extend(helper + here))
+    monkeypatch.setattr(prediction, "minimize_batch", SimpleNamespace(overloads={}))  # every call is a first run
+    X, Xt, Y, _ = datasets.random_structured(0, n_train=120, n_test=6, dx=3, dy=2)
+    for method in ("kl", "sm"):
+        tgp.predict(tgp.fit_local(X, Y, n_neighbors=20), Xt, method=method, max_iter=3)
+    assert len(asked) == 2 * 7
+    for kernel, argtypes in asked:
+        assert argtypes in kernel.signatures, kernel
+    for argtypes in minimize_batch.signatures:  # no second version for a writable array
+        assert not any(isinstance(t, types.Array) and t.mutable for t in argtypes[0].types), argtypes[0]
+
+
 @numba_kernel(result=lambda argtypes: types.float64)  # wrong for an integer argument
 def _twice(x):
     return 2 * x

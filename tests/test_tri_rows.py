@@ -1,18 +1,16 @@
 """The row loops (:mod:`fastsm._kernels.tri_rows`) against plain NumPy sweeps, bitwise.
 
-The NumPy references take the factor's pivots one at a time (ascending forward, descending
-backward), each step one multiply-subtract per entry, in the order the module documents (a solved
-entry: the remaining value times the pivot's rounded reciprocal; a product's coefficient:
-``-x[p]``): rounded once where the kernels' compile target has FMA
-(:func:`fastsm._kernels.fma.fused`; the reference then computes ``c - a b`` exactly and rounds it
-once, by ``math.fsum`` of the product's exact halves), else a rounded product and a rounded
-difference.  The kernels do exactly that (no reassociation) whether a row is swept alone (four
-pivots per sweep) or in a set of four (four pivots per sweep) inside a group of
-:data:`~fastsm._kernels.tri_rows.GROUP` rows, from order :data:`~fastsm._kernels.tri_rows.BLOCKED_FROM`
-on with each block's terms taken off the later entries by register tiles, so every row's result is fixed
-by its own data whatever the batch.  Orders ``n`` below, above and at multiples of four and eight, below
-and in the blocked range (tails of fewer than eight entries, a last partial vector, a partial last
-block), and row counts across the sets and groups, are checked.
+The NumPy references take the factor's pivots one at a time (ascending forward, descending backward), each
+step one multiply-subtract per entry, in the order the module documents (a solved entry: the remaining value
+times the pivot's rounded reciprocal; a product's coefficient: ``-x[p]``): rounded once where the kernels'
+compile target has FMA (:func:`fastsm._kernels.fma.fused`; the reference then computes ``c - a b`` exactly and
+rounds it once: ``tests/fused.py``), else a rounded product and a rounded difference. The kernels do exactly
+that (no reassociation) whether a row is swept alone (four pivots per sweep) or in a set of four (four pivots
+per sweep) inside a group of :data:`~fastsm._kernels.tri_rows.GROUP` rows, from order
+:data:`~fastsm._kernels.tri_rows.BLOCKED_FROM` on with each block's terms taken off the later entries by
+register tiles, so every row's result is fixed by its own data whatever the batch. Orders ``n`` below, above
+and at multiples of four and eight, below and in the blocked range (tails of fewer than eight entries, a last
+partial vector, a partial last block), and row counts across the sets and groups, are checked.
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ Between those calls a point spent about as long in Python, holding the GIL, as i
 so two threads predicted 1.6x, not 2x, as fast as one (docs/scale.md).
 
 A point whose model the Python path would refuse or treat specially (a factorisation that fails
-or is numerically singular, outputs without spread, a ridge start that overflows) is left to
+or is numerically singular, outputs without spread, a ridge problem its QR refuses, a ridge start that
+overflows) is left to
 that path (status ``1``), which raises its errors or handles it.
 """
 
@@ -110,9 +111,12 @@ def knn_rows(loc, Xq, members, Y0, run, plan, stop, out):
             return
         Xm = np.empty((k, dx))
         Ym = np.empty((k, dy))
-        for i in range(k):
-            Xm[i] = loc.X[members[q, i]]
-            Ym[i] = loc.Y[members[q, i]]
+        for i in range(k):  # element loops: a row assignment compiles Numba's shape check (about 2 s)
+            r = members[q, i]
+            for c in range(dx):
+                Xm[i, c] = loc.X[r, c]
+            for c in range(dy):
+                Ym[i, c] = loc.Y[r, c]
         if loc.weighted:
             w = np.empty(k)
             for i in range(k):
@@ -130,8 +134,8 @@ def knn_rows(loc, Xq, members, Y0, run, plan, stop, out):
                         usable = False
         if not usable:
             continue
-        coef, spread = ridge_start(Xm, Ym, w, loc.weighted)
-        if not spread > 0.0:
+        coef, spread, solved = ridge_start(Xm, Ym, w, loc.weighted)
+        if not (solved and spread > 0.0):
             continue
         xq = Xq[q:q + 1]
         if run.start == GIVEN:
@@ -144,7 +148,7 @@ def knn_rows(loc, Xq, members, Y0, run, plan, stop, out):
         none = read_only(np.empty((0, 0)))  # no leave-one-out projections
         fit = Fitted(Xr, Yr, read_only(coef), loc.gamma_x, 1.0 + loc.lambda_x, loc.floor, Wx, Wy, Wxy, none, none,
                      none)
-        Zt = np.ascontiguousarray(Ym.T)
+        Zt = read_only(np.ascontiguousarray(Ym.T))
         kl = Objective(KL, Yr, loc.gamma_y, 1.0 + loc.lambda_y, 1.0 + loc.lambda_x, loc.alpha, loc.beta, loc.floor,
                        Wy, Wy, logdet[1], logdet[0], Zt, none, none)
         sm = Objective(SM, Yr, loc.gamma_y, 1.0 + loc.lambda_y, 1.0 + loc.lambda_x, loc.alpha, 1.0, loc.floor,
@@ -156,7 +160,8 @@ def knn_rows(loc, Xq, members, Y0, run, plan, stop, out):
         objs = Objectives(kl, sm if run.method == SM else kl, sm, None)
         Y, f, n_iter, n_eval, cv, hits, eta_y, eta_xy, eta_x, ex = call(predict_rows, fit, objs,
                                                                         Batch(xq, y0, held, unit), run, plan, stop)
-        out.y[q] = Y[0]
+        for c in range(dy):
+            out.y[q, c] = Y[0, c]
         out.criterion[q] = f[0]
         out.n_iter[q] = n_iter[0]
         out.n_eval[q] = n_eval[0]

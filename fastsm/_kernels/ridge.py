@@ -9,11 +9,14 @@ calls per model held the GIL for longer than the solve took.  Call on one BLAS t
 The problem (``K + dx`` rows, ``dx + 1`` columns; the penalty rows make it full rank) is solved by
 Householder QR (:func:`householder_lstsq`: 21 µs for K = 200, dx = 12, dy = 10 where NumPy's ``lstsq``
 took 62 µs; the whole start 97 → 29 µs, one thread), both backward stable; where ``R``'s diagonal spans more
-than :data:`QR_MAX_SPREAD` (the inputs nearly collinear at the penalty's scale, or a single point:
-the SVD's rank cut-off may then drop directions) the minimal-norm ``dgelsd`` solution is used.
+than :data:`QR_MAX_SPREAD` (the inputs nearly collinear at the penalty's scale, identical, or a single point:
+the SVD's rank cut-off may then drop directions) the minimal-norm ``dgelsd`` solution is used, in NumPy
+(:func:`solve_ridge_start`): the kernels that call :func:`ridge_start` leave such a model to Python.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 
@@ -82,17 +85,22 @@ def householder_lstsq(A, b):
     return z, True
 
 
-@kernel()
-def ridge_start(X, Y, w, weighted):
-    """``(coef, spread)``: ridge coefficients ``(dx+1, dy)`` (bias last) and ``sqrt(sum_c var(Y[:, c]))``.
+class RidgeSystem(NamedTuple):
+    """:func:`ridge_start`'s least-squares problem ``min ||A z - b||`` and the frame its solution is read in."""
 
-    The problem of :func:`fastsm.tgp.fitting.ridge`: on centred columns scaled to unit root mean
-    square (a column constant to rounding is 0, as in :func:`fastsm.tgp.fitting.ridge_frame`), penalty
-    ``r = 1e-6 * max(mean_c sum_i Xc[i, c]^2, 1e-300)`` on the inputs, none on the bias; with
-    weights ``w`` (if ``weighted``) rows scaled by ``sqrt(w / max w)`` and ``r`` by
-    ``mean(w / max w)``.  Householder QR, or ``dgelsd``'s minimal-norm solution where ``R`` is near
-    singular (:func:`householder_lstsq`).
-    """
+    A: np.ndarray  # (n + dx) × (dx + 1): centred, scaled (and weighted) inputs, a bias column, penalty rows
+    b: np.ndarray  # (n + dx) × dy: the (weighted) outputs, zeros on the penalty rows
+    mu: np.ndarray  # the inputs' column means
+    scale: np.ndarray  # their root mean squares about the means (1 where constant)
+    constant: np.ndarray  # bool: columns constant to rounding (they drop out)
+
+
+@kernel()
+def ridge_system(X, Y, w, weighted):
+    """The problem of :func:`fastsm.tgp.fitting.ridge` (:class:`RidgeSystem`): on centred columns scaled to unit
+    root mean square (a column constant to rounding is 0, as in :func:`fastsm.tgp.fitting.ridge_frame`), penalty
+    ``r = 1e-6 * max(mean_c sum_i Xc[i, c]^2, 1e-300)`` on the inputs, none on the bias; with weights ``w`` (if
+    ``weighted``) rows scaled by ``sqrt(w / max w)`` and ``r`` by ``mean(w / max w)``."""
     n, dx = X.shape
     dy = Y.shape[1]
     mu = np.zeros(dx)
@@ -136,18 +144,40 @@ def ridge_start(X, Y, w, weighted):
     root = np.sqrt(r)
     for c in range(dx):
         A[n + c, c] = root / scale[c]
-    z, ok = householder_lstsq(A, b)
-    if not ok:
-        z = np.linalg.lstsq(A, b, rcond=np.finfo(np.float64).eps * max(n + dx, dx + 1))[0]
+    return RidgeSystem(A, b, mu, scale, constant)
+
+
+@kernel()
+def ridge_coefficients(system, z):
+    """The ridge coefficients ``(dx+1, dy)`` (bias last) in the inputs' own frame from the solution ``z`` of
+    ``system`` (:class:`RidgeSystem`)."""
+    dx = system.mu.shape[0]
+    dy = z.shape[1]
     coef = np.empty((dx + 1, dy))
     for c in range(dx):
-        coef[c] = z[c] / scale[c]
+        for k in range(dy):
+            coef[c, k] = z[c, k] / system.scale[c]
     for k in range(dy):
         t = 0.0
         for c in range(dx):
-            if not constant[c]:
-                t += mu[c] * coef[c, k]
+            if not system.constant[c]:
+                t += system.mu[c] * coef[c, k]
         coef[dx, k] = z[dx, k] - t
+    return coef
+
+
+@kernel()
+def ridge_start(X, Y, w, weighted):
+    """``(coef, spread, solved)``: ridge coefficients ``(dx+1, dy)`` (bias last) of :func:`ridge_system`'s
+    problem by Householder QR, and ``sqrt(sum_c var(Y[:, c]))``.  ``solved`` is False (``coef`` meaningless)
+    where ``R`` is near singular (:func:`householder_lstsq`): :func:`solve_ridge_start` then takes ``dgelsd``'s
+    minimal-norm solution in NumPy (the kernels callers leave such a point to Python; LAPACK's least squares
+    compiled into this kernel cost every first local prediction about 5 s)."""
+    n = X.shape[0]
+    dy = Y.shape[1]
+    system = ridge_system(X, Y, w, weighted)
+    z, solved = householder_lstsq(system.A, system.b)
+    coef = ridge_coefficients(system, z)
     ym = np.zeros(dy)
     for i in range(n):
         for k in range(dy):
@@ -161,7 +191,19 @@ def ridge_start(X, Y, w, weighted):
             t = Y[i, k] - ym[k]
             v += t * t
         ss += v / n
-    return coef, np.sqrt(ss)
+    return coef, np.sqrt(ss), solved
+
+
+def solve_ridge_start(X: np.ndarray, Y: np.ndarray, w: np.ndarray, weighted: bool) -> tuple[np.ndarray, float]:
+    """``(coef, spread)`` of :func:`ridge_start`, with ``dgelsd``'s minimal-norm solution (NumPy, the cut-off
+    ``eps * max(M, N)``) where its QR refuses the problem."""
+    coef, spread, solved = ridge_start(X, Y, w, weighted)
+    if not solved:
+        system = ridge_system(X, Y, w, weighted)
+        m, n = system.A.shape
+        z = np.linalg.lstsq(system.A, system.b, rcond=EPS * max(m, n))[0]
+        coef = ridge_coefficients(system, z)
+    return coef, float(spread)
 
 
 @kernel()
@@ -170,9 +212,10 @@ def ridge_starts(X, Y, w, weighted, members, Xq, Y0, given):
     training rows of ``X``, ``Y`` and, if ``weighted``, ``w``, gathered as :func:`fastsm._kernels.knn.knn_rows`
     gathers them: the same bits) and its start, ``[Xq[q], 1] coef`` (or ``Y0[q]`` if ``given``).
 
-    Returns ``(starts, spread, refused)``: ``refused[q]`` where the members' outputs have no spread or the
-    start overflows, the points that path leaves to Python.  One thread (a ``prange`` compiles several times
-    slower): the caller splits the points between threads (:func:`fastsm.cuda.local.host_starts`).
+    Returns ``(starts, spread, refused)``: ``refused[q]`` where the members' outputs have no spread, the QR
+    refuses their problem (:func:`ridge_start`) or the start overflows, the points that path leaves to Python.
+    One thread (a ``prange`` compiles several times slower): the caller splits the points between threads
+    (:func:`fastsm.cuda.local.host_starts`).
     """
     m, k = members.shape
     dx, dy = X.shape[1], Y.shape[1]
@@ -189,9 +232,9 @@ def ridge_starts(X, Y, w, weighted, members, Xq, Y0, given):
             Ym[i] = Y[members[q, i]]
             if weighted:
                 wm[i] = w[members[q, i]]
-        coef, s = ridge_start(Xm, Ym, wm, weighted)
+        coef, s, solved = ridge_start(Xm, Ym, wm, weighted)
         spread[q] = s
-        refused[q] = not s > 0.0
+        refused[q] = not (solved and s > 0.0)
         if given:
             for c in range(dy):
                 starts[q, c] = Y0[q, c]

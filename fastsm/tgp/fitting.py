@@ -31,7 +31,7 @@ from fastsm import config
 from fastsm._kernels.cholesky import TwinKernels, twin_factors
 from fastsm._kernels.linalg import potrf_symmetric
 from fastsm._kernels.rbf import rbf_gram
-from fastsm._kernels.ridge import ridge_start
+from fastsm._kernels.ridge import solve_ridge_start
 from fastsm._lapack import triangular_inverse
 from fastsm._memory import FIT_MATRICES, FIT_MATRICES_WITHOUT_IKL, check_memory
 from fastsm._threads import check_stop, resolve_threads, thread_limits, worker_pool
@@ -326,7 +326,7 @@ def factorize_cholesky(X: np.ndarray, Y: np.ndarray, params, sample_weight: np.n
     factors of :func:`factorize`'s Gram matrices, as accurate as its ``dpotrf``'s (their own
     factorisation up to ``CHOLESKY_MAX_N`` points, bits independent of the BLAS).  Every product with ``W = L^-1``
     is then a substitution with ``L`` (:mod:`fastsm._kernels.tri_rows`).  The ridge
-    start and the spread come from :func:`fastsm._kernels.ridge.ridge_start` (:func:`ridge`'s
+    start and the spread come from :func:`fastsm._kernels.ridge.solve_ridge_start` (:func:`ridge`'s
     problem, to rounding).
 
     Raises
@@ -342,10 +342,12 @@ def factorize_cholesky(X: np.ndarray, Y: np.ndarray, params, sample_weight: np.n
     info = np.zeros(3, dtype=np.int64)
     weighted = sample_weight is not None
     w = sample_weight if weighted else np.ones(1)
+    # writable arrays, as the KNN kernel's gathered members: Numba compiles a kernel once per array type
+    X, Y, w = (a if a.flags.writeable else a.copy() for a in (X, Y, w))
     with thread_limits(1):
         twin_factors(X, Y, TwinKernels(float(p.gamma_x), float(p.gamma_y), float(p.lambda_x), float(p.lambda_y),
                                        float(p.alpha), weighted), w, S, logdet, info)
-        coef, spread = ridge_start(X, Y, w, weighted)
+        coef, spread = solve_ridge_start(X, Y, w, weighted)
     for k, (name, lam_name, lam) in enumerate((("K_X", "lambda_x", p.lambda_x), ("K_Y", "lambda_y", p.lambda_y),
                                                ("K_XY", "lambda_x or lambda_y", min(p.lambda_x, p.lambda_y)))):
         if info[k] != 0:

@@ -68,6 +68,7 @@ from fastsm.tgp.neighbours import chunk_rows, neighbour_groups, tree_order
 from fastsm.tgp.options import PredictOptions
 from fastsm.tgp.prediction import (
     certainty_from,
+    first_knn_run,
     kernel_run,
     predict_global,
     quiet,
@@ -160,7 +161,8 @@ class _KnnBlocks:
     def __init__(self, model: LocalTGPModel, X: np.ndarray, Y0, run: Run, out: dict, per_point) -> None:
         p = model.params
         weighted = model.sample_weight is not None
-        w = model.sample_weight if model.sample_weight is not None else np.ones(1)
+        # writable (the model's are read-only), as the weights the kernel gathers: one array type, one compile
+        w = model.sample_weight.copy() if weighted else np.ones(1)
         self.local = Local(model.X, model.Y, w, weighted,
                            float(p.gamma_x), float(p.gamma_y), float(p.lambda_x), float(p.lambda_y), float(p.alpha),
                            float(p.beta), eta_floor(p), MIN_PIVOT)
@@ -205,6 +207,7 @@ def knn_blocks(model: LocalTGPModel, X: np.ndarray, Y0, opts: PredictOptions, ou
     chosen = resolved_init(opts.init, method)
     if isinstance(chosen, str):
         check_choice("init", chosen, ("linear", "kl"))
+    first_knn_run()  # on a cold cache: a helper compiles half of the prediction's kernels meanwhile
     return _KnnBlocks(model, X, Y0, kernel_run(opts, model.Y.shape[1], given=Y0 is not None), out, per_point)
 
 

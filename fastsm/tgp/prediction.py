@@ -254,18 +254,31 @@ def model_objectives(model: TGPModel, method: str, run: Run, loo: LeaveOneOut | 
     return Objectives(first, main, sm, cubic_factors(model, method))
 
 
-def prefetch_prediction() -> None:
-    """As a global model's fit begins, on a cold cache: start the first-run helper of its predictions
-    (:func:`~fastsm._kernels.predict.first_run_split`, :mod:`fastsm._prefetch`), which compiles while the fit
-    does.  Every global model's prediction has these types (its arrays read-only, C-ordered).  Nothing once
-    this process holds the optimiser's kernel (deriving the types and reading the cache's index cost about a
-    millisecond a call)."""
-    if minimize_batch.overloads:
-        return
+def _model_split() -> tuple[list, list]:
+    """:func:`~fastsm._kernels.predict.first_run_split` of the predictions of every global model and of every
+    KNN-local model (:func:`fastsm._kernels.knn.knn_rows` types its own so): arrays read-only, C-ordered."""
     view = read_only(np.empty((0, 0)))
     o = obj.Objective(0, view, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, view, view, 0.0, 0.0, view, view, view)
     batch = Batch(np.empty((1, 1)), np.empty((1, 1)), np.empty(1, dtype=np.int64), np.empty(1))
-    start_helpers(first_run_split(Objectives(o, o, o, None), batch, SOLVE_PLAN, np.zeros(1, dtype=np.int64))[0])
+    return first_run_split(Objectives(o, o, o, None), batch, SOLVE_PLAN, np.zeros(1, dtype=np.int64))
+
+
+def prefetch_prediction() -> None:
+    """As a global model's fit begins, on a cold cache: start the first-run helper of its predictions
+    (:func:`~fastsm._kernels.predict.first_run_split`, :mod:`fastsm._prefetch`), which compiles while the fit
+    does.  Nothing once this process holds the optimiser's kernel (deriving the types and reading the cache's
+    index cost about a millisecond a call)."""
+    if not minimize_batch.overloads:
+        start_helpers(_model_split()[0])
+
+
+def first_knn_run() -> None:
+    """Before a KNN-local prediction's first kernel call, on a cold cache: the first-run helper compiles the
+    optimiser's half of the prediction while this process compiles the other (:func:`first_run`), then the KNN
+    kernel, which finds the helper's half in the cache.  Nothing once this process holds the optimiser's
+    kernel."""
+    if not minimize_batch.overloads:
+        first_run(*_model_split())
 
 
 def predict_points(model: TGPModel, X: np.ndarray, Y0: np.ndarray, opts: PredictOptions, *,
