@@ -58,10 +58,29 @@ def test_blocks_are_the_per_point_path(data, monkeypatch, method, init):
 
 
 def test_weighted_models(data, monkeypatch):
+    """Weighted models, bitwise the per-point path; one compiled kernel for weighted and unweighted models (a
+    model's read-only weights once typed a second one, about 5 s cold)."""
     X, Xt, Y = data
     w = np.random.default_rng(1).uniform(0.2, 3.0, len(X))
     model = tgp.fit_local(X, Y, PARAMS, n_neighbors=40, share="none", sample_weight=w)
     _same(tgp.predict(model, Xt, method="sm"), _per_point(monkeypatch, model, Xt, method="sm"))
+    tgp.predict(tgp.fit_local(X, Y, PARAMS, n_neighbors=40, share="none"), Xt[:2], method="sm")
+    assert len(knn_rows.signatures) == 1, knn_rows.signatures
+
+
+def test_neighbours_at_one_input_are_left_to_python(data, monkeypatch):
+    """A point whose neighbours' inputs are one point: the ridge kernel's QR refuses the problem (the ridge is
+    the outputs' mean, ``dgelsd``'s minimal-norm solution, taken in NumPy), so the kernel leaves the point to
+    the per-point path; the predictions are bitwise that path's."""
+    X, Xt, Y = data
+    X = X.copy()
+    near = np.argsort(((X - Xt[0]) ** 2).sum(axis=1))[:60]
+    X[near] = X[near[0]]
+    model = tgp.fit_local(X, Y, tgp.TGPParams(gamma_x=0.6, gamma_y=2.0, lambda_x=0.1, lambda_y=1e-3),
+                          n_neighbors=40, share="none")
+    got = tgp.predict(model, Xt, method="sm")
+    _same(got, _per_point(monkeypatch, model, Xt, method="sm"))
+    assert _statuses(model, Xt, Y.shape[1])[0] == 1
 
 
 def test_points_the_kernel_leaves_to_python(data, monkeypatch):
