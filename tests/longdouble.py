@@ -79,7 +79,8 @@ class Reference:
 
     def _input_parts(self, x):
         """``k_x`` and ``L_X^-1 k_x``, kept for the last ``x`` (a search over ``y`` evaluates one ``x`` often)."""
-        key = np.asarray(x, dtype=np.float64).tobytes()
+        x = np.asarray(x)
+        key = (x.dtype.str, x.tobytes())
         if self._last_x.get("key") != key:
             kx = rbf(np.atleast_2d(x), self.X, self.p.gamma_x, self.dt)[0]
             self._last_x = {"key": key, "kx": kx, "hx": _forward(self.Lx, kx)}

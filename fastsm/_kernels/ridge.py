@@ -171,8 +171,8 @@ def ridge_start(X, Y, w, weighted):
     """``(coef, spread, solved)``: ridge coefficients ``(dx+1, dy)`` (bias last) of :func:`ridge_system`'s
     problem by Householder QR, and ``sqrt(sum_c var(Y[:, c]))``.  ``solved`` is False (``coef`` meaningless)
     where ``R`` is near singular (:func:`householder_lstsq`): :func:`solve_ridge_start` then takes ``dgelsd``'s
-    minimal-norm solution in NumPy (the kernels callers leave such a point to Python; LAPACK's least squares
-    compiled into this kernel cost every first local prediction about 5 s)."""
+    minimal-norm solution in NumPy, and the kernels that call this one leave such a point to Python (LAPACK's
+    least squares compiled into this kernel cost every first local prediction about 5 s)."""
     n = X.shape[0]
     dy = Y.shape[1]
     system = ridge_system(X, Y, w, weighted)
