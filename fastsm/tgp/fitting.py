@@ -341,7 +341,7 @@ def factorize_cholesky(X: np.ndarray, Y: np.ndarray, params, sample_weight: np.n
     logdet = np.empty(3)
     info = np.zeros(3, dtype=np.int64)
     weighted = sample_weight is not None
-    w = sample_weight if weighted else np.ones(1)
+    w = np.ones(1) if sample_weight is None else sample_weight
     # writable arrays, as the KNN kernel's gathered members: Numba compiles a kernel once per array type
     X, Y, w = (a if a.flags.writeable else a.copy() for a in (X, Y, w))
     with thread_limits(1):

@@ -162,7 +162,7 @@ class _KnnBlocks:
         p = model.params
         weighted = model.sample_weight is not None
         # writable (the model's are read-only), as the weights the kernel gathers: one array type, one compile
-        w = model.sample_weight.copy() if weighted else np.ones(1)
+        w = np.ones(1) if model.sample_weight is None else model.sample_weight.copy()
         self.local = Local(model.X, model.Y, w, weighted,
                            float(p.gamma_x), float(p.gamma_y), float(p.lambda_x), float(p.lambda_y), float(p.alpha),
                            float(p.beta), eta_floor(p), MIN_PIVOT)
